@@ -1,0 +1,104 @@
+// MLA decode over a paged KV cache: plan (device-side split-KV schedule) then run (split-KV + combine).
+//
+//   DecodePlan plan(shape);                        // host: validate, query device once
+//   cudaMalloc(&ws, plan.workspace_bytes());       // caller owns all memory
+//   plan.reset_device_errors(ws, stream);          // once after allocation
+//   per step:  plan.plan(cache_seqlens, ws, bytes, stream);        // device kernel, no host sync
+//   per layer: plan.run(args, ws, bytes, stream);                  // graph-capturable
+//
+// Query token i of request r sits at KV position cache_seqlens[r] - s_q + i (drafts already written,
+// as in speculative target-verify). With causal it sees KV positions <= its own; without, all
+// cache_seqlens[r] positions. A request of length 0 yields out = 0 and lse = -inf.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "openmla/kv_format.h"
+#include "openmla/tensor.h"
+
+namespace openmla {
+
+// Everything about a decode step that is fixed when planning (host-known).
+struct DecodeShape {
+  int batch_size = 0;                   // b >= 1
+  int q_len = 1;                        // s_q in [1, 16]
+  int num_heads = 0;                    // h_q in {8, 16, 32, 64, 128}
+  DType q_dtype = DType::kBFloat16;     // bf16 or fp16; out has the same dtype
+  KVFormat kv_format = KVFormat::kBF16;
+  bool causal = true;                   // ignored (no effect) when q_len == 1
+};
+
+enum class Backend : uint8_t {
+  kAuto = 0,      // OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0
+  kPortable = 1,  // mma.sync kernel, sm_80 and newer
+  kSm90 = 2,      // wgmma/TMA kernel, sm_90a only
+};
+const char* backend_name(Backend b) noexcept;
+
+struct DecodeOptions {
+  Backend backend = Backend::kAuto;
+  // Number of split-KV work parts (CTAs per query tile). 0 = derived from the SM count.
+  // Exposed for tests (forcing many splits) and benchmarks; results do not depend on it.
+  int num_parts = 0;
+  // Testing hook: force a portable tile (index of detail::PortableTile, see docs/validation.md);
+  // -1 = chosen from the device's shared memory and the row count.
+  int portable_tile = -1;
+};
+
+// Arguments of one decode call (one layer). All tensors on the plan's CUDA device.
+struct DecodeArgs {
+  TensorView q;              // [b, s_q, h_q, 576], q_dtype, last dim contiguous, 16-B aligned rows
+  KVCache kv;                // paged cache (see kv_format.h)
+  TensorView block_table;    // [b, max_pages] int32, last dim contiguous
+  TensorView cache_seqlens;  // [b] int32 (the same tensor given to plan())
+  float softmax_scale = 0.f; // finite, > 0
+  TensorView out;            // [b, s_q, h_q, 512], q_dtype, last dim contiguous, 16-B aligned rows
+  TensorView lse;            // [b, s_q, h_q] float32, natural log, any strides. FlashMLA's
+                             // [b, h_q, s_q] layout = this view with strides (h_q*s_q, 1, s_q).
+  // Reserved for ragged query lengths and tree masks (later release). Must be left undefined now:
+  // a defined tensor is rejected as kUnsupported rather than silently ignored.
+  TensorView q_indptr;       // future: [b + 1] int32 per-request query offsets
+  TensorView mask;           // future: tree mask
+};
+
+class DecodePlan {
+ public:
+  // Validates shape/options and queries the device (SM count, shared memory) once.
+  explicit DecodePlan(const DecodeShape& shape, const DecodeOptions& options = {}, int device = -1);
+
+  const DecodeShape& shape() const noexcept { return shape_; }
+  Backend backend() const noexcept { return backend_; }  // resolved, never kAuto
+  int num_parts() const noexcept { return num_parts_; }
+  int device() const noexcept { return device_; }
+
+  // Bytes of device workspace run() and plan() need (schedule, partial outputs, error word).
+  size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+
+  // Writes the split-KV schedule for the device-resident cache_seqlens [b] int32 into workspace.
+  // One small kernel on `stream`: no host sync, no allocation; capturable in a CUDA graph.
+  void plan(const TensorView& cache_seqlens, void* workspace, size_t workspace_bytes,
+            cudaStream_t stream) const;
+
+  // Split-KV attention + LSE combine, using the schedule plan() wrote on the same stream.
+  void run(const DecodeArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+
+  // Device error word (DeviceErrorBits) inside the workspace: sticky until reset.
+  static unsigned* device_error_word(void* workspace) noexcept;
+  static void reset_device_errors(void* workspace, cudaStream_t stream);   // async memset
+  static unsigned read_device_errors(const void* workspace, cudaStream_t stream);  // syncs stream
+
+ private:
+  DecodeShape shape_;
+  Backend backend_ = Backend::kPortable;
+  int device_ = 0;
+  int num_sms_ = 0;
+  int num_parts_ = 0;
+  int m_tiles_ = 0;
+  int portable_tile_ = 0;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace openmla

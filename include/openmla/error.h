@@ -1,0 +1,48 @@
+// OpenMLA errors: one exception type for the C++ API, one status code per kind for the C API.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace openmla {
+
+// Stable numeric codes (also returned by the C entry points in c_api.h).
+enum class Status : int {
+  kOk = 0,
+  kInvalidArgument = 1,   // a shape, dtype, stride, alignment or value the operation does not accept
+  kUnsupported = 2,       // a valid request this build/device does not implement (e.g. sm90 kernel on sm80)
+  kWorkspaceTooSmall = 3, // caller-owned workspace smaller than workspace_bytes()
+  kCudaError = 4,         // a CUDA runtime call failed; the message carries cudaGetErrorString
+  kInternal = 5,          // a broken invariant inside the library (a bug: please report)
+};
+
+const char* status_name(Status s) noexcept;
+
+// Thrown by every C++ entry point. what() names the argument, what was expected and what came,
+// e.g. "q: expected shape [b, s_q, h_q, 576], got [4, 1, 16, 512]".
+class Error : public std::runtime_error {
+ public:
+  Error(Status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  Status status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+};
+
+// Device-side error word: bits set by kernels when device-resident inputs are bad. Kernels never
+// dereference a bad page id or read past a request's pages; the affected output rows are NaN and
+// the corresponding bit is OR-ed into the word (read with read_device_errors(), no sync otherwise).
+enum DeviceErrorBits : unsigned {
+  kDeviceErrorNone = 0u,
+  kDeviceErrorNegativeSeqlen = 1u << 0,      // cache_seqlens[i] < 0
+  kDeviceErrorSeqlenBeyondTable = 1u << 1,   // cache_seqlens[i] > max_pages * 64
+  kDeviceErrorSeqlenBelowQueryLen = 1u << 2, // causal and cache_seqlens[i] < s_q
+  kDeviceErrorPageIdOutOfRange = 1u << 3,    // block_table entry outside [0, num_pages)
+  kDeviceErrorSlotOutOfRange = 1u << 4,      // write_kv slot outside [0, num_pages * 64) (negative = skip)
+  kDeviceErrorPlanMismatch = 1u << 5,        // run() saw other cache_seqlens than plan() planned for
+};
+
+// "negative_seqlen|page_id_out_of_range" style text for a device error word.
+std::string describe_device_errors(unsigned word);
+
+}  // namespace openmla

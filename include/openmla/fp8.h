@@ -1,0 +1,35 @@
+// Host codecs for the FP8 KV formats. The GPU writers are bit-exact with these.
+#pragma once
+
+#include <cstdint>
+
+namespace openmla::fp8 {
+
+inline constexpr float kE4M3Max = 448.0f;
+
+// float -> e4m3 ("fn"): round to nearest even, saturate to +-448, NaN -> 0x7F.
+// Bit-exact with CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) and therefore with
+// __nv_fp8_e4m3(bf16) for every bf16 input (bf16 -> float is exact).
+uint8_t e4m3_from_float(float x) noexcept;
+float e4m3_to_float(uint8_t v) noexcept;
+
+// bf16 / fp16 bit patterns <-> float (RNE on the way down; NaN stays NaN).
+float bf16_to_float(uint16_t bits) noexcept;
+uint16_t float_to_bf16(float x) noexcept;
+float fp16_to_float(uint16_t bits) noexcept;
+uint16_t float_to_fp16(float x) noexcept;
+
+// ds_mla tile scale for one 128-value tile: 2^ceil(log2(amax / 448)) (a power of two, as
+// FlashMLA's quantizer picks); see docs/kv-formats.md for amax == 0 and non-finite inputs.
+float ds_mla_tile_scale(float amax) noexcept;
+
+// One ds_mla token (656 bytes) from 512 latent + 64 rope values (given as floats; rope is stored
+// as bf16 with RNE).
+void ds_mla_encode_token(const float* latent512, const float* rope64, uint8_t* token656) noexcept;
+// Dequantize one ds_mla token to 576 floats (512 latent then 64 rope).
+void ds_mla_decode_token(const uint8_t* token656, float* out576) noexcept;
+
+// Per-tensor e4m3 with a float scale: stored = e4m3(x / scale); value = float(stored) * scale.
+uint8_t e4m3_encode_scaled(float x, float scale) noexcept;
+
+}  // namespace openmla::fp8

@@ -1,0 +1,11 @@
+// OpenMLA: MLA decode attention for serving engines. One include for the whole public API.
+#pragma once
+
+#include "openmla/decode.h"
+#include "openmla/error.h"
+#include "openmla/fp8.h"
+#include "openmla/kv_format.h"
+#include "openmla/reference.h"
+#include "openmla/tensor.h"
+#include "openmla/version.h"
+#include "openmla/write_kv.h"

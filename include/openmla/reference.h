@@ -1,0 +1,24 @@
+// CPU oracle for decode and write_kv: float64 accumulation, every format and mask.
+// Same argument conventions as the GPU entry points, with every tensor on the CPU.
+#pragma once
+
+#include "openmla/decode.h"
+#include "openmla/write_kv.h"
+
+namespace openmla::reference {
+
+// Exact (float64) attention over the dequantized cache. out may be float64, float32, bf16 or fp16
+// ([b, s_q, h_q, 512]); lse float64 or float32 ([b, s_q, h_q], any strides). Validates like the
+// GPU path (shape checks), then applies the device-side guards of docs/validation.md: rows of a
+// request with a bad seqlen or page id get NaN (not an exception), length 0 gives out 0, lse -inf.
+// Returns the DeviceErrorBits the GPU kernel would raise for the same input.
+unsigned decode(const DecodeArgs& args, const DecodeShape& shape);
+
+// CPU write_kv into a CPU cache with the same codecs (and skip rules) as the GPU writer.
+// Returns DeviceErrorBits (kDeviceErrorSlotOutOfRange for slots beyond the cache).
+unsigned write_kv(const WriteKVArgs& args);
+
+// Dequantize one token of a cache page to 576 floats (the values decode reads).
+void read_kv_token(const KVCache& cache, int64_t page, int offset, float* out576);
+
+}  // namespace openmla::reference

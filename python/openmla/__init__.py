@@ -1,0 +1,92 @@
+"""OpenMLA: MLA (multi-head latent attention, DeepSeek-V3 style) decode over a paged KV cache.
+
+    import openmla
+    out, lse = openmla.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale)   # one call
+    dec = openmla.Decoder(batch_size=b, num_heads=16)      # engines / CUDA graphs: plan once per step
+    dec.plan(cache_seqlens); dec.run(q, kv_cache, block_table, cache_seqlens, scale, out=out, lse=lse)
+    openmla.write_kv(kv_latent, k_rope, slots, kv_cache)   # quantizing scatter into the cache
+    pool = openmla.PagePool(num_pages)                     # page accounting for speculative decoding
+
+Tensors come through DLPack (PyTorch, CuPy, JAX, NumPy) and are never copied. openmla.reference
+runs the exact CPU oracle on NumPy arrays; openmla.fp8 holds the host codecs; openmla.flash_mla is
+a drop-in for FlashMLA's Python interface.
+
+Errors: ValueError for a bad argument (the message names it), TypeError for a wrong dtype or a
+non-tensor, NotImplementedError for what this build or device does not support, RuntimeError for
+CUDA failures; PoolExhausted (a ValueError) when the page pool runs out.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from . import _C
+from ._C import (
+    DS_MLA_BYTES_PER_TOKEN,
+    HEAD_DIM_QK,
+    HEAD_DIM_V,
+    MAX_POOL_PAGES,
+    MAX_QUERY_LEN,
+    PAGE_SIZE,
+    ROPE_DIM,
+    Backend,
+    DecodePlan,
+    DecodeShape,
+    DType,
+    KVFormat,
+    PageCopy,
+    PagePool,
+    PoolExhausted,
+    PoolStats,
+    describe_device_errors,
+    kv_bytes_per_token,
+    page_stride_bytes,
+    pages_for_budget,
+)
+from . import fp8, reference
+from .api import Decoder, decode, view_as, write_kv
+
+__version__ = _C.__version__
+
+
+class DeviceError(enum.IntFlag):
+    """Bits of the sticky device error word (Decoder.device_errors(), reference results)."""
+
+    NONE = 0
+    NEGATIVE_SEQLEN = _C.DEVICE_ERROR_NEGATIVE_SEQLEN
+    SEQLEN_BEYOND_TABLE = _C.DEVICE_ERROR_SEQLEN_BEYOND_TABLE
+    SEQLEN_BELOW_QUERY_LEN = _C.DEVICE_ERROR_SEQLEN_BELOW_QUERY_LEN
+    PAGE_ID_OUT_OF_RANGE = _C.DEVICE_ERROR_PAGE_ID_OUT_OF_RANGE
+    SLOT_OUT_OF_RANGE = _C.DEVICE_ERROR_SLOT_OUT_OF_RANGE
+    PLAN_MISMATCH = _C.DEVICE_ERROR_PLAN_MISMATCH
+
+
+__all__ = [
+    "Backend",
+    "DS_MLA_BYTES_PER_TOKEN",
+    "DType",
+    "DecodePlan",
+    "DecodeShape",
+    "Decoder",
+    "DeviceError",
+    "HEAD_DIM_QK",
+    "HEAD_DIM_V",
+    "KVFormat",
+    "MAX_POOL_PAGES",
+    "MAX_QUERY_LEN",
+    "PAGE_SIZE",
+    "PageCopy",
+    "PagePool",
+    "PoolExhausted",
+    "PoolStats",
+    "ROPE_DIM",
+    "decode",
+    "describe_device_errors",
+    "fp8",
+    "kv_bytes_per_token",
+    "page_stride_bytes",
+    "pages_for_budget",
+    "reference",
+    "view_as",
+    "write_kv",
+]

@@ -1,0 +1,209 @@
+"""Framework-neutral helpers: dtype and format names, outputs allocated like the input, CUDA streams.
+
+Nothing here imports a tensor framework at module import time; torch and CuPy are imported when a
+call needs them (and torch only if it is installed).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import _C
+from ._C import Backend, DType, KVFormat
+
+_DTYPE_NAMES = {
+    "bfloat16": DType.bfloat16,
+    "bf16": DType.bfloat16,
+    "float16": DType.float16,
+    "fp16": DType.float16,
+    "half": DType.float16,
+    "float32": DType.float32,
+    "float": DType.float32,
+    "fp32": DType.float32,
+    "float64": DType.float64,
+    "double": DType.float64,
+    "float8_e4m3fn": DType.float8_e4m3fn,
+    "float8_e4m3": DType.float8_e4m3fn,
+    "uint8": DType.uint8,
+    "int32": DType.int32,
+    "int64": DType.int64,
+}
+
+# NumPy / CuPy spelling of each DType (bfloat16 and float8 have none: NumPy holds their bits).
+_NUMPY_NAMES = {
+    DType.float32: "float32",
+    DType.float16: "float16",
+    DType.float64: "float64",
+    DType.uint8: "uint8",
+    DType.int32: "int32",
+    DType.int64: "int64",
+}
+
+
+def as_dtype(value: Any, name: str) -> DType:
+    """DType from a DType, a name ('bfloat16', 'fp16'), a torch dtype or a NumPy dtype/type."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        key = value
+    elif hasattr(value, "__name__"):  # numpy.float16 and friends
+        key = value.__name__
+    elif hasattr(value, "name") and isinstance(value.name, str):  # numpy.dtype
+        key = value.name
+    else:  # torch.bfloat16 prints as 'torch.bfloat16'
+        key = str(value).rsplit(".", 1)[-1]
+    dtype = _DTYPE_NAMES.get(key.lower())
+    if dtype is None:
+        raise TypeError(f"{name}: expected a dtype (e.g. 'bfloat16', 'float16', torch.bfloat16), got {value!r}")
+    return dtype
+
+
+def as_kv_format(value: Any, name: str = "kv_format") -> KVFormat:
+    if isinstance(value, KVFormat):
+        return value
+    if isinstance(value, str):
+        try:
+            return _C.parse_kv_format(value)
+        except ValueError:
+            raise ValueError(
+                f"{name}: expected one of 'bf16', 'fp16', 'fp8_e4m3', 'fp8_ds_mla' or an openmla.KVFormat, "
+                f"got {value!r}"
+            ) from None
+    raise TypeError(f"{name}: expected a str or an openmla.KVFormat, got {type(value).__name__}")
+
+
+def kv_format_of(kv_cache: Any, kv_format: Any) -> KVFormat:
+    """The explicit format, else the one the cache's dtype and row width imply."""
+    if kv_format is None:
+        return _C.infer_kv_format(kv_cache)
+    return as_kv_format(kv_format)
+
+
+def as_backend(value: Any) -> Backend:
+    if isinstance(value, Backend):
+        return value
+    if isinstance(value, str) and value in ("auto", "portable", "sm90"):
+        return getattr(Backend, value)
+    raise ValueError(f"backend: expected 'auto', 'portable', 'sm90' or an openmla.Backend, got {value!r}")
+
+
+def as_float(value: Any, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a float, got {type(value).__name__}") from None
+
+
+# ---- frameworks ------------------------------------------------------------------------------
+
+_torch_module: Any = None
+_torch_checked = False
+
+
+def torch_or_none() -> Any:
+    """The torch module if it can be imported, else None (checked once)."""
+    global _torch_module, _torch_checked
+    if not _torch_checked:
+        _torch_checked = True
+        try:
+            import torch  # noqa: PLC0415 (lazy on purpose: no build- or import-time dependency)
+
+            _torch_module = torch
+        except ImportError:
+            _torch_module = None
+    return _torch_module
+
+
+def framework(x: Any) -> str:
+    """'torch', 'cupy', 'jax', 'numpy' or the defining module's top-level name."""
+    if isinstance(x, _C.Reinterpreted):
+        x = x.tensor
+    top = type(x).__module__.split(".", 1)[0]
+    return "jax" if top == "jaxlib" else top
+
+
+def _torch_dtype(torch: Any, dtype: DType) -> Any:
+    return {
+        DType.bfloat16: torch.bfloat16,
+        DType.float16: torch.float16,
+        DType.float32: torch.float32,
+        DType.float64: torch.float64,
+        DType.uint8: torch.uint8,
+        DType.int32: torch.int32,
+        DType.int64: torch.int64,
+        DType.float8_e4m3fn: getattr(torch, "float8_e4m3fn", None),
+    }[dtype]
+
+
+def empty_like(like: Any, shape: Sequence[int], dtype: DType, name: str) -> Any:
+    """An uninitialised tensor of the framework and device of `like` (the argument the caller
+    gave), for an output the caller did not pass as `name=`."""
+    if isinstance(like, _C.Reinterpreted):
+        like = like.tensor
+    fw = framework(like)
+    shape = tuple(int(s) for s in shape)
+    if fw == "torch":
+        torch = torch_or_none()
+        return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=like.device)
+    if fw in ("cupy", "numpy"):
+        np_name = _NUMPY_NAMES.get(dtype)
+        if np_name is None:
+            raise TypeError(f"{name}: {fw} has no {dtype.name} arrays; pass {name}= (e.g. a torch tensor)")
+        if fw == "numpy":
+            import numpy
+
+            return numpy.empty(shape, dtype=np_name)
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=np_name)
+    raise TypeError(
+        f"{name}: cannot allocate an output like a {type(like).__module__}.{type(like).__name__} "
+        f"(JAX arrays are immutable); pass {name}= as a writable DLPack tensor (torch, CuPy)"
+    )
+
+
+# ---- streams ---------------------------------------------------------------------------------
+
+
+def resolve_stream(stream: Any, like: Any = None) -> int:
+    """cudaStream_t as an int. Explicit: an int, a torch.cuda.Stream or a cupy.cuda.Stream.
+    Default: the current stream of the input's framework (CuPy for CuPy arrays), else PyTorch's
+    current stream if torch can be imported, else 0 (the legacy default stream)."""
+    if stream is not None:
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            return stream
+        for attr in ("cuda_stream", "ptr"):
+            handle = getattr(stream, attr, None)
+            if isinstance(handle, int):
+                return handle
+        raise TypeError(
+            f"stream: expected an int (cudaStream_t), a torch.cuda.Stream or a cupy.cuda.Stream, "
+            f"got {type(stream).__name__}"
+        )
+    fw = framework(like) if like is not None else None
+    if fw == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    torch = torch_or_none()
+    if torch is not None and torch.cuda.is_available():
+        device = like.device if fw == "torch" and like.device.type == "cuda" else None
+        return torch.cuda.current_stream(device).cuda_stream
+    return 0
+
+
+def cuda_device_index(device: Any) -> int:
+    """-1 (the current device) for None; an int; a torch.device / 'cuda:1' string."""
+    if device is None:
+        return -1
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    index = getattr(device, "index", None)
+    kind = getattr(device, "type", None)
+    if isinstance(device, str):
+        kind, _, rest = device.partition(":")
+        index = int(rest) if rest else None
+    if kind != "cuda":
+        raise ValueError(f"device: expected a CUDA device (an index, 'cuda:N' or a torch.device), got {device!r}")
+    return -1 if index is None else int(index)

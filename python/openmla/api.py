@@ -1,0 +1,259 @@
+"""The GPU entry points: decode, Decoder (plan once per step, run per layer), write_kv.
+
+Tensors are anything DLPack speaks (PyTorch, CuPy, JAX, NumPy); they are passed to the C++ library
+as views, never copied. Outputs are either passed in (out=, lse=: what CUDA graphs need) or
+allocated with the input's framework on the input's device.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from . import _C
+from ._C import DecodePlan, DecodeShape, DType, KVFormat
+from ._frameworks import (
+    as_backend,
+    as_dtype,
+    as_float,
+    as_kv_format,
+    cuda_device_index,
+    empty_like,
+    kv_format_of,
+    resolve_stream,
+    torch_or_none,
+)
+
+HEAD_DIM_V = _C.HEAD_DIM_V
+
+
+def view_as(tensor: Any, dtype: Any) -> "_C.Reinterpreted":
+    """Pass `tensor` with element type `dtype` (same size): e.g. a NumPy uint16 array holding
+    bfloat16 bits, or a uint8 array holding float8_e4m3fn values. Nothing is copied."""
+    return _C.Reinterpreted(tensor, as_dtype(dtype, "dtype"))
+
+
+def _outputs(like: Any, shape: DecodeShape, out: Any, lse: Any) -> Tuple[Any, Any]:
+    b, s_q, h_q = shape.batch_size, shape.q_len, shape.num_heads
+    if out is None:
+        out = empty_like(like, (b, s_q, h_q, HEAD_DIM_V), shape.q_dtype, "out")
+    if lse is None:
+        lse = empty_like(like, (b, s_q, h_q), DType.float32, "lse")
+    return out, lse
+
+
+def _new_workspace(like: Any, plan: DecodePlan, stream: int) -> Any:
+    workspace = empty_like(like, (plan.workspace_bytes,), DType.uint8, "workspace")
+    DecodePlan.reset_device_errors(workspace, stream)  # the error word is sticky: start clean
+    return workspace
+
+
+class Decoder:
+    """A DecodePlan with its workspace, for engines and CUDA graphs.
+
+        dec = openmla.Decoder(batch_size=b, num_heads=16, q_len=1, kv_format="bf16")
+        per step:  dec.plan(cache_seqlens)                          # one small kernel, no sync
+        per layer: dec.run(q, kv_cache, block_table, cache_seqlens, scale, out=out, lse=lse)
+
+    plan() and run() must see the same cache_seqlens tensor (same memory). Both only launch
+    kernels on the stream (default: PyTorch's current stream), so a step can be captured in a
+    torch.cuda.CUDAGraph and replayed after new lengths are copied into cache_seqlens.
+    The workspace is a torch uint8 tensor unless one is passed (any DLPack CUDA tensor of
+    workspace_bytes bytes, 256-byte aligned).
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        num_heads: int,
+        q_len: int = 1,
+        q_dtype: Any = "bfloat16",
+        kv_format: Any = "bf16",
+        causal: bool = True,
+        device: Any = None,
+        backend: Any = "auto",
+        num_parts: int = 0,
+        workspace: Any = None,
+        stream: Any = None,
+    ) -> None:
+        self.shape = DecodeShape(
+            batch_size=batch_size,
+            num_heads=num_heads,
+            q_len=q_len,
+            q_dtype=as_dtype(q_dtype, "q_dtype"),
+            kv_format=as_kv_format(kv_format),
+            causal=bool(causal),
+        )
+        index = cuda_device_index(device)
+        torch = torch_or_none()
+        if index < 0 and torch is not None and torch.cuda.is_available():
+            index = torch.cuda.current_device()  # torch's notion of "current", not only the runtime's
+        self.plan_ = DecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts, device=index)
+        if workspace is None:
+            if torch is None:
+                raise TypeError(
+                    f"workspace: torch is not installed to allocate one; pass a CUDA tensor of "
+                    f"{self.plan_.workspace_bytes} bytes"
+                )
+            workspace = torch.empty(self.plan_.workspace_bytes, dtype=torch.uint8, device=f"cuda:{self.plan_.device}")
+        self.workspace = workspace
+        DecodePlan.reset_device_errors(workspace, resolve_stream(stream, workspace))
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.plan_.workspace_bytes
+
+    @property
+    def backend(self) -> "_C.Backend":
+        return self.plan_.backend
+
+    @property
+    def device(self) -> int:
+        return self.plan_.device
+
+    def plan(self, cache_seqlens: Any, stream: Any = None) -> None:
+        """Schedules the step for the device-resident cache_seqlens [b] int32 (once per step)."""
+        self.plan_.plan(cache_seqlens, self.workspace, resolve_stream(stream, cache_seqlens))
+
+    def run(
+        self,
+        q: Any,
+        kv_cache: Any,
+        block_table: Any,
+        cache_seqlens: Any,
+        softmax_scale: float,
+        out: Any = None,
+        lse: Any = None,
+        kv_scale: float = 1.0,
+        stream: Any = None,
+    ) -> Tuple[Any, Any]:
+        """One layer's attention with the schedule plan() wrote. Returns (out, lse):
+        out [b, s_q, h_q, 512] (q's dtype), lse [b, s_q, h_q] float32 (any strides)."""
+        out, lse = _outputs(q, self.shape, out, lse)
+        self.plan_.run(
+            q,
+            kv_cache,
+            block_table,
+            cache_seqlens,
+            as_float(softmax_scale, "softmax_scale"),
+            out,
+            lse,
+            self.workspace,
+            resolve_stream(stream, q),
+            as_float(kv_scale, "kv_scale"),
+        )
+        return out, lse
+
+    def device_errors(self, stream: Any = None) -> int:
+        """DeviceErrorBits raised by kernels since the last reset (synchronizes the stream)."""
+        return DecodePlan.read_device_errors(self.workspace, resolve_stream(stream, self.workspace))
+
+    def reset_device_errors(self, stream: Any = None) -> None:
+        DecodePlan.reset_device_errors(self.workspace, resolve_stream(stream, self.workspace))
+
+    def __repr__(self) -> str:
+        return (
+            f"Decoder({self.shape!r}, backend={_C.backend_name(self.backend)}, "
+            f"num_parts={self.plan_.num_parts}, workspace_bytes={self.workspace_bytes})"
+        )
+
+
+_plan_cache: Dict[tuple, DecodePlan] = {}
+
+
+def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> DecodePlan:
+    key = (shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format, shape.causal,
+           as_backend(backend), num_parts, device)
+    plan = _plan_cache.get(key)
+    if plan is None:
+        try:
+            plan = DecodePlan(shape, backend=key[6], num_parts=num_parts, device=device)
+        except ValueError as e:  # the shape came from q: name it
+            raise ValueError(f"q: {e}" if str(e).startswith("shape.") else str(e)) from None
+        _plan_cache[key] = plan
+    return plan
+
+
+def shape_of_q(q: Any, kv_format: KVFormat, causal: bool) -> Tuple[DecodeShape, str, int]:
+    """DecodeShape from q's dims and dtype, plus q's device type and index."""
+    dtype, dims, device, device_id = _C.describe(q, "q")
+    if len(dims) != 4 or dims[3] != _C.HEAD_DIM_QK:
+        raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(dims)}")
+    if dtype not in (DType.bfloat16, DType.float16):
+        raise TypeError(f"q: expected dtype bfloat16 or float16, got {dtype.name}")
+    shape = DecodeShape(
+        batch_size=dims[0], num_heads=dims[2], q_len=dims[1], q_dtype=dtype, kv_format=kv_format, causal=bool(causal)
+    )
+    return shape, device, device_id
+
+
+def decode(
+    q: Any,
+    kv_cache: Any,
+    block_table: Any,
+    cache_seqlens: Any,
+    softmax_scale: float,
+    causal: bool = True,
+    kv_format: Any = None,
+    kv_scale: float = 1.0,
+    out: Any = None,
+    lse: Any = None,
+    plan: Optional[DecodePlan] = None,
+    workspace: Any = None,
+    stream: Any = None,
+    backend: Any = "auto",
+    num_parts: int = 0,
+) -> Tuple[Any, Any]:
+    """MLA decode attention over a paged KV cache, on the GPU. Returns (out, lse).
+
+    q [b, s_q, h_q, 576] bf16/fp16; kv_cache [num_pages, 64, (1,) W] in kv_format (inferred from
+    the cache's dtype and row width when None: bf16, fp16, fp8_e4m3 (576 bytes), fp8_ds_mla (656));
+    block_table [b, max_pages] int32; cache_seqlens [b] int32. Query i of request r sits at position
+    cache_seqlens[r] - s_q + i; with causal it sees positions up to its own. out [b, s_q, h_q, 512]
+    and lse [b, s_q, h_q] float32 are allocated like q unless given. A request of length 0 gives
+    out 0 and lse -inf.
+
+    Plans and runs in one call (two kernels). For many layers per step use a Decoder, which plans
+    once. plan=/workspace= reuse a DecodePlan and its workspace (any DLPack CUDA tensor).
+    """
+    fmt = kv_format_of(kv_cache, kv_format)
+    shape, device, device_id = shape_of_q(q, fmt, causal)
+    if device != "cuda":
+        raise ValueError("q: expected a CUDA tensor, got a CPU tensor (openmla.reference.decode runs on the CPU)")
+    if plan is None:
+        plan = _plan_for(shape, backend, num_parts, device_id)
+    s = resolve_stream(stream, q)
+    if workspace is None:
+        workspace = _new_workspace(q, plan, s)
+    out, lse = _outputs(q, plan.shape, out, lse)
+    plan.plan(cache_seqlens, workspace, s)
+    plan.run(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"), out, lse, workspace,
+             s, as_float(kv_scale, "kv_scale"))
+    return out, lse
+
+
+def write_kv(
+    kv_latent: Any,
+    k_rope: Any,
+    slots: Any,
+    kv_cache: Any,
+    kv_format: Any = None,
+    kv_scale: float = 1.0,
+    stream: Any = None,
+    workspace: Any = None,
+) -> None:
+    """Scatters new tokens into the paged cache on the GPU, converting/quantizing to its format.
+
+    kv_latent [n, 512] and k_rope [n, 64] (bf16, fp16 or float32); slots [n] int32/int64 =
+    page_id * 64 + offset (negative = skip). One kernel, no host sync, graph-capturable. With
+    workspace= (a Decoder's workspace), slots beyond the cache are flagged in its device error word.
+    """
+    _C.write_kv(
+        kv_latent,
+        k_rope,
+        slots,
+        kv_cache,
+        kv_format_of(kv_cache, kv_format),
+        as_float(kv_scale, "kv_scale"),
+        resolve_stream(stream, kv_cache),
+        workspace,
+    )

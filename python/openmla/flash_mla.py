@@ -1,0 +1,309 @@
+"""Drop-in for FlashMLA's Python interface (flash_mla.get_mla_metadata / flash_mla_with_kvcache),
+backed by OpenMLA. An engine switches by changing one import:
+
+    # from flash_mla import get_mla_metadata, flash_mla_with_kvcache
+    from openmla.flash_mla import get_mla_metadata, flash_mla_with_kvcache
+
+Both call styles that engines use work, with PyTorch tensors:
+
+* Older style (SGLang and vLLM releases):
+
+      tile_scheduler_metadata, num_splits = get_mla_metadata(cache_seqlens, s_q * h_q // h_kv, h_kv)
+      out, lse = flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, 512,
+                                        tile_scheduler_metadata, num_splits, softmax_scale, causal)
+
+  Returns int32 tensors shaped like FlashMLA's ([num_sms, 8] and [b + 1]), so that engines that
+  copy them into persistent CUDA-graph buffers keep working. Their contents mean nothing (they are
+  not even initialised): they mark a step. OpenMLA's split-KV schedule lives in a workspace that
+  this module owns, one per (device, stream, shape), and is written by OpenMLA's planning kernel
+  from cache_seqlens on the device: no host synchronisation, capturable in a CUDA graph.
+
+* Current style: ``sched_meta, _ = get_mla_metadata()`` returns an empty FlashMLASchedMeta that the
+  first flash_mla_with_kvcache call fills; later calls with the same object must have the same
+  shapes and lengths (as FlashMLA requires), and are checked against the recorded config.
+
+When the schedule is (re)computed: at the first call of a step, i.e. when the step marker (the
+sched_meta object, or the metadata tensor together with the count of older-style
+get_mla_metadata calls), the cache_seqlens tensor or the CUDA-graph capture changes. Every layer
+after the first only runs the attention kernel. Inside torch.cuda.graph capture the planning kernel
+is recorded into each captured graph, so a replay re-plans from the lengths in cache_seqlens.
+
+Differences from FlashMLA:
+
+* lse of a request with cache_seqlens == 0 (no keys): FlashMLA returns +inf, OpenMLA returns -inf,
+  the log of an empty sum, which merges correctly with other partial attention states (out is 0
+  in both). ``set_empty_lse("+inf")`` (or OPENMLA_FLASH_MLA_EMPTY_LSE=+inf in the environment)
+  returns FlashMLA's value exactly, at the cost of one extra elementwise kernel per call.
+* is_fp8_kvcache=True means FlashMLA's 656-byte layout (512 e4m3 | 4 float32 tile scales | 64 bf16
+  rope; k_cache uint8 or float8_e4m3fn with last dimension 656). OpenMLA's per-tensor fp8_e4m3
+  cache (576 bytes) is reached through openmla.decode(kv_format="fp8_e4m3", kv_scale=...).
+* Sparse attention (indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
+  extra_topk_length, get_mla_metadata(topk=...)) raises NotImplementedError.
+* h_kv must be 1 and the page size 64; h_q must be one of 8, 16, 32, 64, 128 and s_q <= 16.
+* Bad arguments raise ValueError or TypeError naming the argument (FlashMLA asserts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from . import _C
+from ._C import DecodePlan, DecodeShape, DType, KVFormat
+from ._frameworks import torch_or_none
+
+__all__ = ["FlashMLASchedMeta", "flash_mla_with_kvcache", "get_mla_metadata", "set_empty_lse"]
+
+_HEAD_DIM_V = _C.HEAD_DIM_V
+_TILE_SCHEDULER_METADATA_SIZE = 8  # FlashMLA's int32 words per SM part; only the shape matters here
+
+
+@dataclasses.dataclass
+class FlashMLASchedMeta:
+    """FlashMLA's scheduler object (current interface), filled on first use."""
+
+    @dataclasses.dataclass
+    class Config:
+        b: int
+        s_q: int
+        h_q: int
+        page_block_size: int
+        h_k: int
+        causal: bool
+        is_fp8_kvcache: bool
+        topk: Optional[int]
+        extra_page_block_size: Optional[int]
+        extra_topk: Optional[int]
+
+    have_initialized: bool = False
+    config: Optional[Config] = None
+    tile_scheduler_metadata: Any = None  # FlashMLA's tensors; unused by OpenMLA (kept for attribute access)
+    num_splits: Any = None
+    _token: int = dataclasses.field(default_factory=lambda: next(_tokens), repr=False)
+
+
+_tokens = itertools.count(1)
+_generation = 0  # older-style get_mla_metadata calls so far: each one may carry new lengths
+_empty_lse_flashmla = os.environ.get("OPENMLA_FLASH_MLA_EMPTY_LSE", "-inf").strip() == "+inf"
+_num_sms: Dict[int, int] = {}
+
+
+def set_empty_lse(value: str) -> None:
+    """lse returned for requests of length 0: "-inf" (OpenMLA, default) or "+inf" (FlashMLA)."""
+    global _empty_lse_flashmla
+    if value not in ("-inf", "+inf"):
+        raise ValueError(f"value: expected '-inf' or '+inf', got {value!r}")
+    _empty_lse_flashmla = value == "+inf"
+
+
+def _torch() -> Any:
+    torch = torch_or_none()
+    if torch is None:
+        raise ImportError("openmla.flash_mla needs PyTorch (FlashMLA's interface takes torch tensors)")
+    return torch
+
+
+def _require_tensor(torch: Any, value: Any, name: str) -> Any:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def get_mla_metadata(
+    cache_seqlens: Any = None,
+    num_q_tokens_per_head_k: Optional[int] = None,
+    num_heads_k: Optional[int] = None,
+    num_heads_q: Optional[int] = None,
+    is_fp8_kvcache: bool = False,
+    topk: Optional[int] = None,
+) -> Tuple[Any, Any]:
+    """Older style (cache_seqlens given): (tile_scheduler_metadata int32 [num_sms, 8],
+    num_splits int32 [b + 1]), step markers for flash_mla_with_kvcache (see the module docstring).
+    Current style (no arguments): (FlashMLASchedMeta(), None)."""
+    global _generation
+    if topk is not None:
+        raise NotImplementedError("topk: sparse attention (top-k indices) is not implemented by openmla.flash_mla")
+    if cache_seqlens is None:
+        return FlashMLASchedMeta(), None
+    torch = _torch()
+    _require_tensor(torch, cache_seqlens, "cache_seqlens")
+    if cache_seqlens.dim() != 1:
+        raise ValueError(f"cache_seqlens: expected shape [b], got {list(cache_seqlens.shape)}")
+    if cache_seqlens.dtype != torch.int32:
+        raise TypeError(f"cache_seqlens: expected dtype int32, got {str(cache_seqlens.dtype).replace('torch.', '')}")
+    if not cache_seqlens.is_cuda:
+        raise ValueError("cache_seqlens: expected a CUDA tensor, got a CPU tensor")
+    if num_heads_k is not None and num_heads_k != 1:
+        raise ValueError(f"num_heads_k: expected 1 (MLA has one shared KV head), got {num_heads_k}")
+    if num_q_tokens_per_head_k is not None and (
+        not isinstance(num_q_tokens_per_head_k, int) or num_q_tokens_per_head_k < 1
+    ):
+        raise ValueError(f"num_q_tokens_per_head_k: expected a positive int (s_q * h_q // h_kv), "
+                         f"got {num_q_tokens_per_head_k!r}")
+    _generation += 1
+    device = cache_seqlens.device
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _num_sms:
+        _num_sms[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    tile_scheduler_metadata = torch.empty((_num_sms[index], _TILE_SCHEDULER_METADATA_SIZE), dtype=torch.int32,
+                                          device=device)
+    num_splits = torch.empty((cache_seqlens.shape[0] + 1,), dtype=torch.int32, device=device)
+    return tile_scheduler_metadata, num_splits
+
+
+class _PlanState:
+    """A DecodePlan, its workspace, and which step its schedule was last written for."""
+
+    __slots__ = ("plan", "workspace", "planned_for")
+
+    def __init__(self, plan: DecodePlan, workspace: Any) -> None:
+        self.plan = plan
+        self.workspace = workspace
+        self.planned_for: Any = None
+
+
+_states: Dict[tuple, _PlanState] = {}
+
+
+def _state_for(torch: Any, shape: DecodeShape, device_index: int, stream: int) -> _PlanState:
+    key = (device_index, stream, shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format,
+           shape.causal)
+    state = _states.get(key)
+    if state is None:
+        try:
+            plan = DecodePlan(shape, device=device_index)
+        except ValueError as e:  # the shape came from q's dims
+            raise ValueError(f"q: {e}" if str(e).startswith("shape.") else str(e)) from None
+        workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=f"cuda:{device_index}")
+        DecodePlan.reset_device_errors(workspace, stream)
+        state = _states[key] = _PlanState(plan, workspace)
+    return state
+
+
+def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
+    if not meta.have_initialized:
+        meta.have_initialized = True
+        meta.config = config
+        return
+    for field in dataclasses.fields(config):
+        had, got = getattr(meta.config, field.name), getattr(config, field.name)
+        if had != got:
+            raise ValueError(
+                f"tile_scheduler_metadata: this FlashMLASchedMeta was filled for {field.name}={had!r}, got "
+                f"{field.name}={got!r}; use a new get_mla_metadata() object per step and shape"
+            )
+
+
+def _not_sparse(**kwargs: Any) -> None:
+    for name, value in kwargs.items():
+        if value is not None:
+            raise NotImplementedError(
+                f"{name}: sparse attention (DeepSeek-V3.2 top-k indices, attention sinks, extra caches) is not "
+                f"implemented by openmla.flash_mla; pass None"
+            )
+
+
+def flash_mla_with_kvcache(
+    q: Any,
+    k_cache: Any,
+    block_table: Any,
+    cache_seqlens: Any,
+    head_dim_v: int,
+    tile_scheduler_metadata: Any,
+    num_splits: Any = None,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    is_fp8_kvcache: bool = False,
+    indices: Any = None,
+    attn_sink: Any = None,
+    extra_k_cache: Any = None,
+    extra_indices_in_kvcache: Any = None,
+    topk_length: Any = None,
+    extra_topk_length: Any = None,
+) -> Tuple[Any, Any]:
+    """FlashMLA's dense decode: returns (out [b, s_q, h_q, 512] in q's dtype,
+    softmax_lse [b, h_q, s_q] float32).
+
+    q [b, s_q, h_q, 576] bf16/fp16; k_cache [num_blocks, 64, 1, 576] bf16/fp16, or with
+    is_fp8_kvcache [num_blocks, 64, 1, 656] uint8/float8_e4m3fn (ds_mla); block_table [b, max_blocks]
+    int32; cache_seqlens [b] int32; head_dim_v = 512; softmax_scale defaults to 576 ** -0.5.
+    tile_scheduler_metadata: what get_mla_metadata returned (either style); num_splits: ignored."""
+    _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
+                extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
+                extra_topk_length=extra_topk_length)
+    torch = _torch()
+    _require_tensor(torch, q, "q")
+    _require_tensor(torch, k_cache, "k_cache")
+    if block_table is None:
+        raise ValueError("block_table: required for dense attention, got None")
+    if cache_seqlens is None:
+        raise ValueError("cache_seqlens: required for dense attention, got None")
+    _require_tensor(torch, block_table, "block_table")
+    _require_tensor(torch, cache_seqlens, "cache_seqlens")
+    if q.dim() != 4:
+        raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(q.shape)}")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"q: expected dtype bfloat16 or float16, got {str(q.dtype).replace('torch.', '')}")
+    if head_dim_v != _HEAD_DIM_V:
+        raise ValueError(f"head_dim_v: expected {_HEAD_DIM_V}, got {head_dim_v!r}")
+    if k_cache.dim() == 4 and k_cache.shape[2] != 1:
+        raise ValueError(f"k_cache: expected num_heads_k (dimension 2) = 1, got {k_cache.shape[2]} "
+                         f"in shape {list(k_cache.shape)}")
+    if k_cache.dim() not in (3, 4) or k_cache.shape[1] != _C.PAGE_SIZE:
+        raise ValueError(f"k_cache: expected shape [num_blocks, 64, 1, head_dim] (page_block_size 64), "
+                         f"got {list(k_cache.shape)}")
+    one_byte = k_cache.element_size() == 1
+    if is_fp8_kvcache:
+        if not one_byte or k_cache.shape[-1] != _C.DS_MLA_BYTES_PER_TOKEN:
+            raise ValueError(
+                f"k_cache: is_fp8_kvcache=True expects FlashMLA's 656-byte layout (uint8/float8_e4m3fn, last "
+                f"dimension 656), got {str(k_cache.dtype).replace('torch.', '')} {list(k_cache.shape)}; a per-tensor "
+                f"fp8_e4m3 cache (576 bytes) goes through openmla.decode(kv_format='fp8_e4m3')"
+            )
+        kv_format = KVFormat.fp8_ds_mla
+    elif k_cache.dtype == torch.bfloat16:
+        kv_format = KVFormat.bf16
+    elif k_cache.dtype == torch.float16:
+        kv_format = KVFormat.fp16
+    else:
+        raise TypeError(f"k_cache: expected dtype bfloat16 or float16 (or is_fp8_kvcache=True for the 656-byte "
+                        f"layout), got {str(k_cache.dtype).replace('torch.', '')}")
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** (-0.5)
+
+    b, s_q, h_q = int(q.shape[0]), int(q.shape[1]), int(q.shape[2])
+    if isinstance(tile_scheduler_metadata, FlashMLASchedMeta):
+        _check_config(tile_scheduler_metadata, FlashMLASchedMeta.Config(
+            b, s_q, h_q, int(k_cache.shape[1]), int(k_cache.shape[2]) if k_cache.dim() == 4 else 1, bool(causal),
+            bool(is_fp8_kvcache), None, None, None))
+        step = ("meta", tile_scheduler_metadata._token)
+    elif isinstance(tile_scheduler_metadata, torch.Tensor):
+        step = ("tensor", tile_scheduler_metadata.data_ptr(), _generation)
+    else:
+        raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
+                        f"or a tensor), got {type(tile_scheduler_metadata).__name__}")
+
+    device = q.device
+    if device.type != "cuda":
+        raise ValueError("q: expected a CUDA tensor, got a CPU tensor")
+    stream = torch.cuda.current_stream(device).cuda_stream
+    capture = _C.stream_capture_id(stream) if torch.cuda.is_current_stream_capturing() else 0
+    shape = DecodeShape(batch_size=b, num_heads=h_q, q_len=s_q,
+                        q_dtype=DType.bfloat16 if q.dtype == torch.bfloat16 else DType.float16,
+                        kv_format=kv_format, causal=bool(causal))
+    state = _state_for(torch, shape, device.index, stream)
+    planned_for = (step, cache_seqlens.data_ptr(), capture)
+    if state.planned_for != planned_for:
+        state.plan.plan(cache_seqlens, state.workspace, stream)
+        state.planned_for = planned_for
+
+    out = torch.empty((b, s_q, h_q, _HEAD_DIM_V), dtype=q.dtype, device=device)
+    softmax_lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=device)
+    # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
+    state.plan.run(q, k_cache, block_table, cache_seqlens, float(softmax_scale), out, softmax_lse.transpose(1, 2),
+                   state.workspace, stream, 1.0)
+    if _empty_lse_flashmla:
+        softmax_lse.masked_fill_(torch.isneginf(softmax_lse), float("inf"))
+    return out, softmax_lse

@@ -1,0 +1,193 @@
+// The CPU oracle (reference.decode / write_kv / read_kv_token) and the host FP8 codecs, on CPU
+// tensors (NumPy in tests). The codecs are vectorised here: a Python loop over 656-byte tokens
+// would dominate the test suite's time.
+#include <cstdint>
+#include <string>
+
+#include "bindings.h"
+#include "openmla/error.h"
+#include "openmla/fp8.h"
+#include "openmla/reference.h"
+#include "tensor_args.h"
+
+namespace openmla::python {
+namespace {
+
+using namespace nb::literals;
+
+template <typename T>
+using CpuArray = nb::ndarray<T, nb::c_contig, nb::device::cpu>;
+
+// The reference derives its DecodeShape from q; a bad shape field is a bad q.
+DecodeShape shape_from_q(const TensorView& q, KVFormat kv_format, bool causal) {
+  if (q.ndim != 4 || q.shape[3] != kHeadDimQK)
+    throw nb::value_error(("q: expected shape [b, s_q, h_q, 576], got " + q.shape_str()).c_str());
+  if (q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat16)
+    throw nb::type_error((std::string("q: expected dtype bfloat16 or float16, got ") + dtype_name(q.dtype)).c_str());
+  DecodeShape shape;
+  shape.batch_size = static_cast<int>(q.shape[0]);
+  shape.q_len = static_cast<int>(q.shape[1]);
+  shape.num_heads = static_cast<int>(q.shape[2]);
+  shape.q_dtype = q.dtype;
+  shape.kv_format = kv_format;
+  shape.causal = causal;
+  return shape;
+}
+
+unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
+                          float softmax_scale, nb::handle out, nb::handle lse, KVFormat kv_format, float kv_scale,
+                          bool causal) {
+  Input q_t = input_tensor(q, "q");
+  Input kv_t = input_tensor(kv_cache, "kv_cache");
+  Input table_t = input_tensor(block_table, "block_table");
+  Input seqlens_t = input_tensor(cache_seqlens, "cache_seqlens");
+  Output out_t = optional_output(out, "out");
+  Output lse_t = optional_output(lse, "lse");
+  const DecodeShape shape = shape_from_q(q_t.view, kv_format, causal);
+  DecodeArgs args;
+  args.q = q_t.view;
+  args.kv.data = kv_t.view;
+  args.kv.format = kv_format;
+  args.kv.scale = kv_scale;
+  args.block_table = table_t.view;
+  args.cache_seqlens = seqlens_t.view;
+  args.softmax_scale = softmax_scale;
+  args.out = out_t.view;
+  args.lse = lse_t.view;
+  try {
+    nb::gil_scoped_release release;
+    return reference::decode(args, shape);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (message.rfind("shape.", 0) == 0) throw Error(e.status(), "q: " + message);  // derived from q
+    throw;
+  }
+}
+
+unsigned reference_write_kv(nb::handle kv_latent, nb::handle k_rope, nb::handle slots, nb::handle kv_cache,
+                            KVFormat kv_format, float kv_scale) {
+  Input latent_t = input_tensor(kv_latent, "kv_latent");
+  Input rope_t = input_tensor(k_rope, "k_rope");
+  Input slots_t = input_tensor(slots, "slots");
+  Output cache_t = output_tensor(kv_cache, "kv_cache");
+  WriteKVArgs args;
+  args.kv_latent = latent_t.view;
+  args.k_rope = rope_t.view;
+  args.slots = slots_t.view;
+  args.cache.data = cache_t.view;
+  args.cache.format = kv_format;
+  args.cache.scale = kv_scale;
+  nb::gil_scoped_release release;
+  return reference::write_kv(args);
+}
+
+nb::ndarray<nb::numpy, float> read_kv_token(nb::handle kv_cache, int64_t page, int offset, KVFormat kv_format,
+                                            float kv_scale) {
+  Input cache_t = input_tensor(kv_cache, "kv_cache");
+  KVCache cache;
+  cache.data = cache_t.view;
+  cache.format = kv_format;
+  cache.scale = kv_scale;
+  auto result = new_numpy<float>({static_cast<size_t>(kHeadDimQK)});
+  reference::read_kv_token(cache, page, offset, result.data());
+  return result;
+}
+
+// Elementwise map over a contiguous CPU array into a fresh NumPy array of the same shape.
+template <typename In, typename OutT, typename F>
+nb::ndarray<nb::numpy, OutT> map_elements(const CpuArray<const In>& in, F&& f) {
+  std::vector<size_t> shape(in.ndim());
+  size_t n = 1;
+  for (size_t d = 0; d < in.ndim(); ++d) n *= (shape[d] = in.shape(d));
+  auto* storage = new std::vector<OutT>(n);
+  nb::capsule owner(storage, [](void* p) noexcept { delete static_cast<std::vector<OutT>*>(p); });
+  const In* src = in.data();
+  for (size_t i = 0; i < n; ++i) (*storage)[i] = f(src[i]);
+  return nb::ndarray<nb::numpy, OutT>(storage->data(), shape.size(), shape.data(), owner);
+}
+
+void require_rows(size_t ndim, size_t last, size_t width, const char* name, const char* expected) {
+  if (ndim != 2 || last != width)
+    throw nb::value_error((std::string(name) + ": expected shape " + expected + ", got ndim " +
+                           std::to_string(ndim) + " with last dimension " + std::to_string(last))
+                              .c_str());
+}
+
+void register_fp8(nb::module_& fp8) {
+  fp8.attr("E4M3_MAX") = fp8::kE4M3Max;
+  fp8.def("e4m3_from_float", [](const CpuArray<const float>& x) {
+    return map_elements<float, uint8_t>(x, [](float v) { return fp8::e4m3_from_float(v); });
+  }, "x"_a, "float32 -> e4m3 bits (round to nearest even, saturate to +-448, NaN -> 0x7F).");
+  fp8.def("e4m3_to_float", [](const CpuArray<const uint8_t>& x) {
+    return map_elements<uint8_t, float>(x, [](uint8_t v) { return fp8::e4m3_to_float(v); });
+  }, "bits"_a);
+  fp8.def("e4m3_encode_scaled", [](const CpuArray<const float>& x, float scale) {
+    return map_elements<float, uint8_t>(x, [scale](float v) { return fp8::e4m3_encode_scaled(v, scale); });
+  }, "x"_a, "scale"_a, "Per-tensor e4m3: stored = e4m3(x / scale).");
+  fp8.def("bf16_from_float", [](const CpuArray<const float>& x) {
+    return map_elements<float, uint16_t>(x, [](float v) { return fp8::float_to_bf16(v); });
+  }, "x"_a, "float32 -> bfloat16 bits (round to nearest even).");
+  fp8.def("bf16_to_float", [](const CpuArray<const uint16_t>& x) {
+    return map_elements<uint16_t, float>(x, [](uint16_t v) { return fp8::bf16_to_float(v); });
+  }, "bits"_a);
+  fp8.def("fp16_from_float", [](const CpuArray<const float>& x) {
+    return map_elements<float, uint16_t>(x, [](float v) { return fp8::float_to_fp16(v); });
+  }, "x"_a);
+  fp8.def("fp16_to_float", [](const CpuArray<const uint16_t>& x) {
+    return map_elements<uint16_t, float>(x, [](uint16_t v) { return fp8::fp16_to_float(v); });
+  }, "bits"_a);
+  fp8.def("ds_mla_tile_scale", &fp8::ds_mla_tile_scale, "amax"_a,
+          "Scale of one 128-value ds_mla tile: 2^ceil(log2(amax / 448)).");
+  fp8.def(
+      "ds_mla_encode",
+      [](const CpuArray<const float>& latent, const CpuArray<const float>& rope) {
+        require_rows(latent.ndim(), latent.ndim() ? latent.shape(latent.ndim() - 1) : 0, kHeadDimV, "latent",
+                     "[n, 512]");
+        require_rows(rope.ndim(), rope.ndim() ? rope.shape(rope.ndim() - 1) : 0, kRopeDim, "rope", "[n, 64]");
+        if (rope.shape(0) != latent.shape(0))
+          throw nb::value_error(("rope: expected " + std::to_string(latent.shape(0)) +
+                                 " rows (the rows of latent), got " + std::to_string(rope.shape(0)))
+                                    .c_str());
+        const size_t n = latent.shape(0);
+        auto* storage = new std::vector<uint8_t>(n * kDsMlaBytesPerToken);
+        nb::capsule owner(storage, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+        for (size_t i = 0; i < n; ++i)
+          fp8::ds_mla_encode_token(latent.data() + i * kHeadDimV, rope.data() + i * kRopeDim,
+                                   storage->data() + i * kDsMlaBytesPerToken);
+        const size_t shape[2] = {n, static_cast<size_t>(kDsMlaBytesPerToken)};
+        return nb::ndarray<nb::numpy, uint8_t>(storage->data(), 2, shape, owner);
+      },
+      "latent"_a, "rope"_a, "[n, 512] + [n, 64] float32 -> [n, 656] ds_mla tokens (uint8).");
+  fp8.def(
+      "ds_mla_decode",
+      [](const CpuArray<const uint8_t>& tokens) {
+        require_rows(tokens.ndim(), tokens.ndim() ? tokens.shape(tokens.ndim() - 1) : 0, kDsMlaBytesPerToken,
+                     "tokens", "[n, 656]");
+        const size_t n = tokens.shape(0);
+        auto result = new_numpy<float>({n, static_cast<size_t>(kHeadDimQK)});
+        for (size_t i = 0; i < n; ++i)
+          fp8::ds_mla_decode_token(tokens.data() + i * kDsMlaBytesPerToken, result.data() + i * kHeadDimQK);
+        return result;
+      },
+      "tokens"_a, "[n, 656] ds_mla tokens -> [n, 576] float32 (512 latent, then 64 rope).");
+}
+
+}  // namespace
+
+void register_reference(nb::module_& m) {
+  nb::module_ ref = m.def_submodule("reference", "CPU oracle (float64 accumulation) on CPU tensors.");
+  ref.def("decode", &reference_decode, "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(),
+          "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a,
+          "kv_scale"_a = 1.0f, "causal"_a = true,
+          "Exact attention; returns the DeviceErrorBits the GPU kernel would raise for the same input.");
+  ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),
+          "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
+          "CPU write_kv with the GPU writer's codecs and skip rules; returns DeviceErrorBits.");
+  ref.def("read_kv_token", &read_kv_token, "kv_cache"_a.none(), "page"_a, "offset"_a, "kv_format"_a,
+          "kv_scale"_a = 1.0f, "The 576 values decode reads for one token (float32).");
+
+  nb::module_ fp8 = m.def_submodule("fp8", "Host FP8 / bf16 / fp16 codecs (bit-exact with the GPU writers).");
+  register_fp8(fp8);
+}
+
+}  // namespace openmla::python

@@ -1,0 +1,139 @@
+// The page pool (openmla/runtime/page_pool.h): request lifecycle, speculative reserve/commit,
+// forks, queries, the invariant check, and the sizing helpers.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "openmla/runtime/page_pool.h"
+#include "tensor_args.h"
+
+namespace openmla::python {
+namespace {
+
+using namespace nb::literals;
+using runtime::PagePool;
+using runtime::RequestId;
+
+nb::ndarray<nb::numpy, int32_t> to_numpy(const std::vector<int32_t>& values) {
+  auto result = new_numpy<int32_t>({values.size()});
+  std::copy(values.begin(), values.end(), result.data());
+  return result;
+}
+
+// Slots of [begin, begin + count) into `out` (a writable contiguous CPU int32 tensor of >= count
+// elements, e.g. a pinned torch tensor), or into a fresh NumPy array.
+nb::object pool_slots(const PagePool& pool, RequestId id, int64_t begin, int64_t count, nb::handle out) {
+  if (out.is_none()) {
+    if (count < 0) throw nb::value_error(("count: expected >= 0, got " + std::to_string(count)).c_str());
+    auto result = new_numpy<int32_t>({static_cast<size_t>(count)});
+    pool.slots(id, begin, count, result.data());
+    return nb::cast(result);
+  }
+  Output o = output_tensor(out, "out");
+  if (o.view.device != DeviceType::kCPU)
+    throw nb::value_error("out: expected a CPU tensor (host memory the pool writes), got a CUDA tensor");
+  if (o.view.dtype != DType::kInt32)
+    throw nb::type_error((std::string("out: expected dtype int32, got ") + dtype_name(o.view.dtype)).c_str());
+  const size_t bytes = contiguous_bytes(o.view, "out");
+  if (count < 0 || static_cast<size_t>(count) * sizeof(int32_t) > bytes)
+    throw nb::value_error(("out: expected room for " + std::to_string(count) + " slots, got " +
+                           std::to_string(bytes / sizeof(int32_t)))
+                              .c_str());
+  pool.slots(id, begin, count, static_cast<int32_t*>(o.view.data));
+  return nb::borrow<nb::object>(out);
+}
+
+std::string stats_repr(const runtime::PoolStats& s) {
+  return "PoolStats(total_pages=" + std::to_string(s.total_pages) + ", free_pages=" + std::to_string(s.free_pages) +
+         ", used_pages=" + std::to_string(s.used_pages) + ", shared_pages=" + std::to_string(s.shared_pages) +
+         ", live_requests=" + std::to_string(s.live_requests) +
+         ", committed_tokens=" + std::to_string(s.committed_tokens) +
+         ", reserved_tokens=" + std::to_string(s.reserved_tokens) + ")";
+}
+
+}  // namespace
+
+void register_runtime(nb::module_& m) {
+  m.attr("MAX_POOL_PAGES") = runtime::kMaxPoolPages;
+  m.attr("INVALID_REQUEST") = runtime::kInvalidRequest;
+
+  nb::class_<runtime::PageCopy>(m, "PageCopy",
+                                "A copy fork() asks for: in every layer's cache, tokens [0, num_tokens) of "
+                                "src_page onto dst_page, before the child's next use of that page.")
+      .def_ro("src_page", &runtime::PageCopy::src_page)
+      .def_ro("dst_page", &runtime::PageCopy::dst_page)
+      .def_ro("num_tokens", &runtime::PageCopy::num_tokens)
+      .def_prop_ro("needed", &runtime::PageCopy::needed)
+      .def("__repr__", [](const runtime::PageCopy& c) {
+        return "PageCopy(src_page=" + std::to_string(c.src_page) + ", dst_page=" + std::to_string(c.dst_page) +
+               ", num_tokens=" + std::to_string(c.num_tokens) + ")";
+      });
+
+  nb::class_<runtime::PoolStats>(m, "PoolStats")
+      .def_ro("total_pages", &runtime::PoolStats::total_pages)
+      .def_ro("free_pages", &runtime::PoolStats::free_pages)
+      .def_ro("used_pages", &runtime::PoolStats::used_pages)
+      .def_ro("shared_pages", &runtime::PoolStats::shared_pages)
+      .def_ro("live_requests", &runtime::PoolStats::live_requests)
+      .def_ro("committed_tokens", &runtime::PoolStats::committed_tokens)
+      .def_ro("reserved_tokens", &runtime::PoolStats::reserved_tokens)
+      .def("__repr__", &stats_repr);
+
+  nb::class_<PagePool>(
+      m, "PagePool",
+      "Paged KV-cache accounting (64-token pages, one page id for every layer's cache). Speculative step: "
+      "reserve(r, num_draft); write drafts at slots(r, committed_tokens(r), num_draft); commit(r, accepted). "
+      "Every misuse raises ValueError and leaves the pool unchanged; running out raises PoolExhausted.")
+      .def(nb::init<int64_t>(), "num_pages"_a)
+      .def("create", &PagePool::create, "num_tokens"_a = 0,
+           "New request with num_tokens committed positions (its prefill); returns its id.")
+      .def("extend", &PagePool::extend, "request"_a, "num_tokens"_a)
+      .def("append", &PagePool::append, "request"_a, "Decode growth by one token; returns the new token's slot.")
+      .def("reserve", &PagePool::reserve, "request"_a, "num_tokens"_a)
+      .def("commit", &PagePool::commit, "request"_a, "accepted"_a)
+      .def(
+          "fork",
+          [](PagePool& pool, RequestId parent, int64_t num_tokens) {
+            runtime::ForkResult r = pool.fork(parent, num_tokens);
+            return std::make_pair(r.child, r.copy);
+          },
+          "parent"_a, "num_tokens"_a = -1, "Returns (child, PageCopy).")
+      .def("release", &PagePool::release, "request"_a)
+      .def("contains", &PagePool::contains, "request"_a)
+      .def("__contains__", &PagePool::contains, "request"_a)
+      .def("committed_tokens", &PagePool::committed_tokens, "request"_a)
+      .def("reserved_tokens", &PagePool::reserved_tokens, "request"_a)
+      .def("total_tokens", &PagePool::total_tokens, "request"_a)
+      .def(
+          "page_ids", [](const PagePool& pool, RequestId id) { return to_numpy(pool.page_ids(id)); }, "request"_a,
+          "The request's block-table row (int32 NumPy array, one page id per 64 positions).")
+      .def("slot", &PagePool::slot, "request"_a, "position"_a)
+      .def("slots", &pool_slots, "request"_a, "begin"_a, "count"_a, "out"_a = nb::none(),
+           "Slots of positions [begin, begin + count): into out (CPU int32) or a new NumPy array.")
+      .def("refcount", &PagePool::refcount, "page"_a)
+      .def("live_requests", &PagePool::live_requests)
+      .def("pages_needed_to_grow", &PagePool::pages_needed_to_grow, "request"_a, "extra_tokens"_a)
+      .def("pages_needed_to_create", &PagePool::pages_needed_to_create, "num_tokens"_a)
+      .def_prop_ro("num_pages", &PagePool::num_pages)
+      .def_prop_ro("free_pages", &PagePool::free_pages)
+      .def_prop_ro("used_pages", &PagePool::used_pages)
+      .def("stats", &PagePool::stats)
+      .def("check_invariants", &PagePool::check_invariants,
+           "Full consistency check: '' when consistent, else the first violation.")
+      .def("assert_invariants", &PagePool::assert_invariants, "check_invariants(), raising RuntimeError if broken.")
+      .def_static("describe", &PagePool::describe, "request"_a);
+
+  m.def("page_stride_bytes", &runtime::page_stride_bytes, "kv_format"_a, "pad_tokens_per_page"_a = 0,
+        "Bytes of one page of one layer's cache.");
+  m.def("pages_for_budget", &runtime::pages_for_budget, "budget_bytes"_a, "kv_format"_a, "num_layers"_a,
+        "page_stride"_a = 0, "Pages that fit in budget_bytes when each page exists once per layer.");
+}
+
+}  // namespace openmla::python

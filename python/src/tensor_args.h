@@ -1,0 +1,50 @@
+// Framework tensors (anything with __dlpack__ or the buffer protocol: PyTorch, CuPy, JAX, NumPy)
+// as openmla::TensorView, without copies. Every failure raises a Python exception naming the
+// argument: TypeError for "not a tensor" or an element type OpenMLA has no name for, ValueError for
+// a device or rank it cannot take. Dtype/shape/stride checks against an operation stay in the C++
+// validators (one place for every entry point).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "openmla/tensor.h"
+
+namespace openmla::python {
+
+namespace nb = nanobind;
+
+// A tensor whose element type is named explicitly: same memory, shape and strides, dtype replaced
+// by one of the same size. This is how bfloat16 / float8 data reach OpenMLA from a framework that
+// cannot name those types (NumPy holds bf16 as uint16, fp8 as uint8). Python: openmla.view_as().
+struct Reinterpreted {
+  nb::object tensor;
+  DType dtype = DType::kUndefined;
+};
+
+// An imported tensor: the ndarray keeps the producer's memory alive while `view` is in use.
+// Read-only inputs accept read-only producers (a NumPy array with writeable=False); outputs don't.
+template <typename Array>
+struct Imported {
+  Array array;
+  TensorView view;  // undefined (ndim 0, null data) for an omitted optional argument
+};
+using Input = Imported<nb::ndarray<nb::ro>>;
+using Output = Imported<nb::ndarray<>>;
+
+// `name` is the Python argument's name, used in every message.
+Input input_tensor(nb::handle obj, const char* name);
+Output output_tensor(nb::handle obj, const char* name);
+// None -> undefined view.
+Input optional_input(nb::handle obj, const char* name);
+Output optional_output(nb::handle obj, const char* name);
+
+// DLPack element type -> DType (kUndefined when OpenMLA has no such type), and a name for any
+// DLPack type ("int16", "float8_e5m2", "complex64") for messages.
+DType dtype_from_dlpack(nb::dlpack::dtype t) noexcept;
+std::string dlpack_dtype_name(nb::dlpack::dtype t);
+
+// Bytes of a contiguous tensor used as raw memory (a workspace); raises ValueError otherwise.
+size_t contiguous_bytes(const TensorView& view, const char* name);
+
+}  // namespace openmla::python

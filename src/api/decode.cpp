@@ -1,0 +1,194 @@
+// DecodePlan: host-side validation and dispatch. Device facts are read once, at construction;
+// plan() and run() only validate views and launch kernels (no sync, no allocation).
+#include "openmla/decode.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+#include "core/decode_config.h"
+#include "core/validate.h"
+#include "kernels/common/launch.h"
+
+namespace openmla {
+namespace {
+
+Backend backend_from_env() {
+  const char* env = std::getenv("OPENMLA_BACKEND");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Backend::kAuto;
+  if (std::strcmp(env, "portable") == 0) return Backend::kPortable;
+  if (std::strcmp(env, "sm90") == 0) return Backend::kSm90;
+  detail::fail_arg("OPENMLA_BACKEND", "one of auto, portable, sm90", std::string("'") + env + "'");
+}
+
+Backend resolve_backend(Backend requested, const cudaDeviceProp& prop) {
+  Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
+  if (b == Backend::kSm90) {
+    // The Hopper kernel ships with its own release; until then forcing it is an error, not a
+    // silent fallback, so a test that asks for it cannot pass on the wrong kernel.
+    detail::fail(Status::kUnsupported, "backend: sm90 kernel is not available in this build (device ",
+                 prop.name, ", compute capability ", prop.major, ".", prop.minor, "); use portable");
+  }
+  return Backend::kPortable;
+}
+
+bool is_bf16(DType t) { return t == DType::kBFloat16; }
+
+}  // namespace
+
+const char* backend_name(Backend b) noexcept {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kPortable: return "portable";
+    case Backend::kSm90: return "sm90";
+  }
+  return "unknown";
+}
+
+DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, int device) : shape_(shape) {
+  detail::validate_decode_shape(shape);
+  if (shape.kv_format != KVFormat::kBF16 && shape.kv_format != KVFormat::kFP16) {
+    detail::fail(Status::kUnsupported, "shape.kv_format: expected bf16 or fp16 for the GPU decode kernels, got ",
+                 kv_format_name(shape.kv_format), " (FP8 decode kernels arrive with the FP8 release)");
+  }
+  if ((shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
+    detail::fail_arg("shape.q_dtype", std::string("the KV cache's type (") + kv_format_name(shape.kv_format) + ")",
+                     dtype_name(shape.q_dtype));
+  }
+  if (options.num_parts < 0) detail::fail_arg("options.num_parts", ">= 0 (0 = automatic)", options.num_parts);
+
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    detail::fail(Status::kUnsupported, "device: expected a CUDA device, got none");
+  }
+  if (device < 0) OPENMLA_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= count) detail::fail_arg("device", std::string("a CUDA device index < ") + std::to_string(count), device);
+  device_ = device;
+
+  cudaDeviceProp prop{};
+  OPENMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  if (prop.major < 8) {
+    detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
+                 prop.minor, " (", prop.name, ")");
+  }
+  backend_ = resolve_backend(options.backend, prop);
+  num_sms_ = prop.multiProcessorCount;
+
+  const int rows = shape.q_len * shape.num_heads;
+  detail::PortableTile tile;
+  if (options.portable_tile >= 0) {
+    if (options.portable_tile >= detail::kNumPortableTiles)
+      detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
+                       options.portable_tile);
+    tile = static_cast<detail::PortableTile>(options.portable_tile);
+    if (detail::portable_tile_smem_bytes(tile) > prop.sharedMemPerBlockOptin)
+      detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
+                   detail::portable_tile_smem_bytes(tile), " bytes of shared memory, device has ",
+                   prop.sharedMemPerBlockOptin);
+  } else {
+    tile = detail::choose_portable_tile(rows, prop.sharedMemPerBlockOptin);
+  }
+  portable_tile_ = static_cast<int>(tile);
+
+  int current = 0;
+  OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
+  OPENMLA_CUDA_CHECK(cudaSetDevice(device));
+  OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, is_bf16(shape.q_dtype)));
+  int ctas_per_sm = 0;
+  OPENMLA_CUDA_CHECK(kernels::portable_decode_ctas_per_sm(tile, is_bf16(shape.q_dtype), &ctas_per_sm));
+  OPENMLA_CUDA_CHECK(cudaSetDevice(current));
+  if (ctas_per_sm < 1)
+    detail::fail(Status::kUnsupported, "device: the portable decode kernel (", detail::portable_tile_name(tile),
+                 ") cannot be resident on ", prop.name);
+
+  const int tile_rows = detail::portable_tile_info(tile).rows;
+  m_tiles_ = (rows + tile_rows - 1) / tile_rows;
+  num_parts_ = options.num_parts > 0 ? options.num_parts : detail::choose_num_parts(num_sms_, ctas_per_sm, m_tiles_);
+  workspace_bytes_ = detail::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_).bytes;
+}
+
+void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) const {
+  detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
+  detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
+  const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
+                                                 num_parts_);
+  OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
+                                          num_parts_, static_cast<kernels::SplitPart*>(ws.parts),
+                                          static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
+}
+
+void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  detail::validate_decode_args(args, shape_, DeviceType::kCUDA, device_);
+  detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
+  const int rows = shape_.q_len * shape_.num_heads;
+  const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
+
+  kernels::DecodeParams p{};
+  p.batch = shape_.batch_size;
+  p.q_len = shape_.q_len;
+  p.num_heads = shape_.num_heads;
+  p.rows = rows;
+  p.causal = shape_.causal && shape_.q_len > 1;
+  p.softmax_scale = args.softmax_scale;
+  p.scale_log2 = static_cast<float>(static_cast<double>(args.softmax_scale) * 1.4426950408889634);
+  p.q = args.q.data;
+  p.q_stride_b = args.q.strides[0];
+  p.q_stride_s = args.q.strides[1];
+  p.q_stride_h = args.q.strides[2];
+  const TensorView& kv = args.kv.data;
+  p.kv = static_cast<const uint8_t*>(kv.data);
+  p.page_stride_bytes = kv.strides[0] * dtype_size(kv.dtype);
+  p.num_pages = static_cast<int>(kv.shape[0]);
+  p.kv_format = static_cast<int>(args.kv.format);
+  p.kv_scale = args.kv.scale;
+  p.block_table = static_cast<const int*>(args.block_table.data);
+  p.block_table_stride = args.block_table.strides[0];
+  p.max_pages = static_cast<int>(args.block_table.shape[1]);
+  p.seqlens = static_cast<const int*>(args.cache_seqlens.data);
+  p.out = args.out.data;
+  p.o_stride_b = args.out.strides[0];
+  p.o_stride_s = args.out.strides[1];
+  p.o_stride_h = args.out.strides[2];
+  p.lse = static_cast<float*>(args.lse.data);
+  p.lse_stride_b = args.lse.strides[0];
+  p.lse_stride_s = args.lse.strides[1];
+  p.lse_stride_h = args.lse.strides[2];
+  p.parts = static_cast<const kernels::SplitPart*>(ws.parts);
+  p.splits = static_cast<const kernels::RequestSplit*>(ws.request_splits);
+  p.num_parts = num_parts_;
+  p.o_partial = ws.o_partial;
+  p.lse_partial = ws.lse_partial;
+  p.error_word = ws.error_word;
+
+  const bool bf16 = is_bf16(shape_.q_dtype);
+  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_), bf16, stream));
+  if (detail::max_partials(shape_.batch_size, num_parts_) > 0) {
+    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, stream));
+  }
+}
+
+unsigned* DecodePlan::device_error_word(void* workspace) noexcept {
+  return detail::carve_decode_workspace(workspace, 1, 1, 1).error_word;  // always at offset 0
+}
+
+void DecodePlan::reset_device_errors(void* workspace, cudaStream_t stream) {
+  if (workspace == nullptr) detail::fail_arg("workspace", "a device pointer", "null");
+  OPENMLA_CUDA_CHECK(cudaMemsetAsync(device_error_word(workspace), 0, sizeof(unsigned), stream));
+}
+
+unsigned DecodePlan::read_device_errors(const void* workspace, cudaStream_t stream) {
+  if (workspace == nullptr) detail::fail_arg("workspace", "a device pointer", "null");
+  unsigned word = 0;
+  OPENMLA_CUDA_CHECK(cudaMemcpyAsync(&word, device_error_word(const_cast<void*>(workspace)), sizeof(unsigned),
+                                     cudaMemcpyDeviceToHost, stream));
+  OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return word;
+}
+
+}  // namespace openmla

@@ -1,0 +1,104 @@
+#include "core/decode_config.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.h"
+#include "kernels/common/schedule.h"
+#include "kernels/sm80/decode/tiles.h"
+
+namespace openmla::detail {
+namespace {
+
+// The kernels' shared-memory plans are plain structs: their sizeof is the launch's smem size.
+// uint16_t stands in for bf16/fp16 (same size and alignment).
+template <class Cfg>
+constexpr size_t smem_of() {
+  return sizeof(kernels::portable::SharedStorage<Cfg, uint16_t>);
+}
+
+constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+PortableTileInfo portable_tile_info(PortableTile t) noexcept {
+  using namespace kernels::portable;
+  switch (t) {
+    case PortableTile::kRows16Tokens64: return {TileRows16Tokens64::M, TileRows16Tokens64::N, TileRows16Tokens64::kNumWarps};
+    case PortableTile::kRows64Tokens64: return {TileRows64Tokens64::M, TileRows64Tokens64::N, TileRows64Tokens64::kNumWarps};
+    case PortableTile::kRows64Tokens32: return {TileRows64Tokens32::M, TileRows64Tokens32::N, TileRows64Tokens32::kNumWarps};
+    case PortableTile::kRows16Tokens32W4: return {TileRows16Tokens32W4::M, TileRows16Tokens32W4::N, TileRows16Tokens32W4::kNumWarps};
+  }
+  return {0, 0, 0};
+}
+
+size_t portable_tile_smem_bytes(PortableTile t) noexcept {
+  using namespace kernels::portable;
+  switch (t) {
+    case PortableTile::kRows16Tokens64: return smem_of<TileRows16Tokens64>();
+    case PortableTile::kRows64Tokens64: return smem_of<TileRows64Tokens64>();
+    case PortableTile::kRows64Tokens32: return smem_of<TileRows64Tokens32>();
+    case PortableTile::kRows16Tokens32W4: return smem_of<TileRows16Tokens32W4>();
+  }
+  return 0;
+}
+
+const char* portable_tile_name(PortableTile t) noexcept {
+  switch (t) {
+    case PortableTile::kRows16Tokens64: return "rows16_tokens64";
+    case PortableTile::kRows64Tokens64: return "rows64_tokens64";
+    case PortableTile::kRows64Tokens32: return "rows64_tokens32";
+    case PortableTile::kRows16Tokens32W4: return "rows16_tokens32_w4";
+  }
+  return "unknown";
+}
+
+PortableTile choose_portable_tile(int rows, size_t max_smem_per_block) {
+  // Few rows (h_q * s_q <= 32, the memory-bound TP8/TP4 decode): 16-row tiles, several m-tiles
+  // re-read the same KV from L2 rather than wasting MMA rows. More rows: 64-row tiles.
+  static constexpr PortableTile kFewRows[] = {PortableTile::kRows16Tokens64, PortableTile::kRows16Tokens32W4};
+  static constexpr PortableTile kManyRows[] = {PortableTile::kRows64Tokens64, PortableTile::kRows64Tokens32,
+                                               PortableTile::kRows16Tokens32W4};
+  if (rows <= 32) {
+    for (PortableTile t : kFewRows)
+      if (portable_tile_smem_bytes(t) <= max_smem_per_block) return t;
+  } else {
+    for (PortableTile t : kManyRows)
+      if (portable_tile_smem_bytes(t) <= max_smem_per_block) return t;
+  }
+  fail(Status::kUnsupported, "device: expected at least ",
+       portable_tile_smem_bytes(PortableTile::kRows16Tokens32W4),
+       " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
+}
+
+int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept {
+  const int slots = std::max(1, num_sms) * std::max(1, ctas_per_sm);
+  return std::max(1, slots / std::max(1, m_tiles));
+}
+
+int max_partials(int batch_size, int num_parts) noexcept {
+  if (num_parts <= 1) return 0;
+  return std::min(batch_size + num_parts - 1, 2 * (num_parts - 1));
+}
+
+DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts) {
+  // Counting mode (base == nullptr) and carving share this code, so size and layout cannot differ.
+  DecodeWorkspace ws;
+  size_t offset = 0;
+  auto take = [&](size_t bytes) -> void* {
+    offset = align_up(offset, 256);
+    void* p = base ? static_cast<char*>(base) + offset : nullptr;
+    offset += bytes;
+    return p;
+  };
+  const size_t slots = static_cast<size_t>(max_partials(batch_size, num_parts));
+  ws.error_word = static_cast<unsigned*>(take(sizeof(unsigned)));
+  ws.parts = take(sizeof(kernels::SplitPart) * static_cast<size_t>(num_parts));
+  ws.request_splits = take(sizeof(kernels::RequestSplit) * static_cast<size_t>(batch_size));
+  ws.o_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * 512));
+  ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));
+  ws.bytes = align_up(offset, 256);
+  return ws;
+}
+
+}  // namespace openmla::detail

@@ -1,0 +1,55 @@
+// Host-side decode configuration: which tile a kernel uses, how many split-KV parts, and how the
+// workspace is carved. Pure functions of the shape and device facts, so they are tested on a CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "openmla/decode.h"
+
+namespace openmla::detail {
+
+// Portable (mma.sync) kernel tiles. Rows = query rows per CTA (s_q * h_q packed, request-major),
+// tokens = KV tokens per pipeline stage, warps per CTA. Shared memory of each is in
+// portable_tile_smem_bytes(); the auto choice takes the largest that fits the device.
+enum class PortableTile : uint8_t {
+  kRows16Tokens64 = 0,   // small h_q*s_q on >= 164 KB smem (sm90, sm100)
+  kRows64Tokens64 = 1,   // large h_q*s_q on >= 226 KB smem (sm90, sm100)
+  kRows64Tokens32 = 2,   // sm80 / sm87 (164 KB)
+  kRows16Tokens32W4 = 3, // sm86 / sm89 / sm120 (100 KB)
+};
+inline constexpr int kNumPortableTiles = 4;
+
+struct PortableTileInfo {
+  int rows;    // M
+  int tokens;  // N
+  int warps;
+};
+PortableTileInfo portable_tile_info(PortableTile t) noexcept;
+size_t portable_tile_smem_bytes(PortableTile t) noexcept;
+const char* portable_tile_name(PortableTile t) noexcept;
+
+// Picks the tile for rows = s_q * h_q given the per-block opt-in smem limit.
+// Throws Error(kUnsupported) when no tile fits the device.
+PortableTile choose_portable_tile(int rows, size_t max_smem_per_block);
+
+// Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
+int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
+
+// Upper bound on partial (request, split) results the schedule can produce: every split request
+// with k > 1 splits owns k - 1 of the (parts - 1) part boundaries, so sum k <= 2 (parts - 1),
+// and sum k <= b + parts - 1.
+int max_partials(int batch_size, int num_parts) noexcept;
+
+// Workspace carving. The same code computes the size (base == nullptr) and the pointers.
+struct DecodeWorkspace {
+  unsigned* error_word = nullptr;   // 1 word, at offset 0 (see DecodePlan::device_error_word)
+  void* parts = nullptr;            // SplitPart[num_parts]
+  void* request_splits = nullptr;   // RequestSplit[batch]
+  float* o_partial = nullptr;       // [max_partials, rows, 512]
+  float* lse_partial = nullptr;     // [max_partials, rows]
+  size_t bytes = 0;
+};
+DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts);
+
+}  // namespace openmla::detail

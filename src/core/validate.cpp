@@ -1,0 +1,363 @@
+// Host-side argument checks. Every failure names the argument, the expectation and what came;
+// docs/validation.md lists each check (and the device-side guards that complement them).
+#include "core/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "openmla/kv_format.h"
+
+namespace openmla::detail {
+namespace {
+
+constexpr int kRowAlignBytes = 16;        // rows are read/written with 16-byte vector accesses
+constexpr uintptr_t kWorkspaceAlign = 256;  // the workspace carver aligns regions to 256 bytes
+
+std::string device_str(DeviceType type, int id) {
+  if (type == DeviceType::kCPU) return concat("cpu:", id);
+  if (type == DeviceType::kCUDA) return concat("cuda:", id);
+  return concat("device_type(", static_cast<int>(type), "):", id);
+}
+
+std::string shape_list(std::initializer_list<int64_t> dims) {
+  std::string s = "[";
+  bool first = true;
+  for (int64_t d : dims) {
+    if (!first) s += ", ";
+    s += std::to_string(d);
+    first = false;
+  }
+  return s + "]";
+}
+
+std::string float_str(float x) { return concat(x); }
+
+void check_defined(const TensorView& t, const char* name, const char* expected_shape) {
+  if (t.ndim <= 0 || t.ndim > kMaxTensorDims)
+    fail_arg(name, concat("a tensor of shape ", expected_shape),
+             t.ndim == 0 ? std::string("an undefined view (ndim 0)") : concat("ndim ", t.ndim));
+}
+
+void check_device(const TensorView& t, const char* name, DeviceType device, int device_id) {
+  if (t.device != device || t.device_id != device_id)
+    fail_arg(name, concat("a tensor on ", device_str(device, device_id)),
+             concat("a tensor on ", device_str(t.device, t.device_id)));
+}
+
+void check_dtype(const TensorView& t, const char* name, DType expected) {
+  if (t.dtype != expected) fail_arg(name, concat("dtype ", dtype_name(expected)), dtype_name(t.dtype));
+}
+
+// Shape equality with the symbolic form beside the numbers: "[b, s_q, h_q, 576] = [4, 1, 16, 576]".
+void check_shape(const TensorView& t, const char* name, const char* symbolic,
+                 std::initializer_list<int64_t> expected) {
+  bool ok = t.ndim == static_cast<int>(expected.size());
+  int d = 0;
+  for (int64_t e : expected) {
+    if (!ok) break;
+    ok = t.shape[d++] == e;
+  }
+  if (!ok)
+    fail_arg(name, concat("shape ", symbolic, " = ", shape_list(expected)), t.shape_str());
+}
+
+void check_data(const TensorView& t, const char* name) {
+  if (t.data == nullptr && t.numel() > 0)
+    fail_arg(name, concat("a non-null data pointer for shape ", t.shape_str()), "nullptr");
+}
+
+// Strides of size-1 dimensions are never multiplied by a non-zero index, so they are not checked.
+void check_last_stride_one(const TensorView& t, const char* name) {
+  const int last = t.ndim - 1;
+  if (t.shape[last] > 1 && t.strides[last] != 1)
+    fail_arg(name, "last-dimension stride 1 (contiguous rows)",
+             concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+}
+
+void check_non_negative_strides(const TensorView& t, const char* name) {
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] > 1 && t.strides[d] < 0)
+      fail_arg(name, "non-negative strides",
+               concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+}
+
+void check_contiguous(const TensorView& t, const char* name) {
+  if (!t.is_contiguous())
+    fail_arg(name, "a contiguous tensor",
+             concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+}
+
+// Data pointer and every outer stride (in bytes) a multiple of 16: each row starts 16-byte aligned.
+void check_row_alignment(const TensorView& t, const char* name) {
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % kRowAlignBytes != 0)
+    fail_arg(name, concat("a ", kRowAlignBytes, "-byte aligned data pointer"),
+             concat("address ", t.data, " (address % ", kRowAlignBytes, " = ", address % kRowAlignBytes, ")"));
+  const int64_t elem = dtype_size(t.dtype);
+  for (int d = 0; d + 1 < t.ndim; ++d)
+    if (t.shape[d] > 1 && (t.strides[d] * elem) % kRowAlignBytes != 0)
+      fail_arg(name, concat("strides whose byte sizes are multiples of ", kRowAlignBytes, " (aligned rows)"),
+               concat("strides ", t.strides_str(), " (elements of ", elem, " bytes) in dimension ", d));
+}
+
+// Written tensors: no two index tuples may share an address. Sufficient rule (the one strided
+// row-major and transposed layouts such as FlashMLA's lse satisfy): ordered by stride, each stride
+// exceeds the span of all smaller-stride dimensions.
+void check_no_overlap(const TensorView& t, const char* name) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, extent) of dimensions of size > 1
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] <= 1) continue;
+    if (t.strides[d] == 0)
+      fail_arg(name, "a non-overlapping layout (no zero stride on a dimension of size > 1)",
+               concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+    dims.emplace_back(t.strides[d], t.shape[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 0;  // largest offset reachable with the dimensions seen so far
+  for (const auto& [stride, extent] : dims) {
+    if (stride <= span)
+      fail_arg(name, "a non-overlapping layout (each stride larger than the span of the smaller ones)",
+               concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+    span += (extent - 1) * stride;
+  }
+}
+
+bool is_valid_format(KVFormat f) { return static_cast<unsigned>(f) <= static_cast<unsigned>(KVFormat::kFP8DsMla); }
+
+void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType device, int device_id) {
+  const std::string format_name = concat(prefix, ".format");
+  const std::string data_name_s = concat(prefix, ".data");
+  const char* data_name = data_name_s.c_str();
+  if (!is_valid_format(kv.format))
+    fail_arg(format_name.c_str(), "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
+             concat("KVFormat(", static_cast<int>(kv.format), ")"));
+  const int64_t row = kv.format == KVFormat::kFP8DsMla ? kDsMlaBytesPerToken : kHeadDimQK;  // W
+  const std::string expected_shape = concat("[num_pages, 64, 1, ", row, "] or [num_pages, 64, ", row, "]");
+  check_defined(kv.data, data_name, expected_shape.c_str());
+  check_device(kv.data, data_name, device, device_id);
+
+  const TensorView& t = kv.data;
+  switch (kv.format) {
+    case KVFormat::kBF16: {
+      if (t.dtype != DType::kBFloat16)
+        fail_arg(data_name, "dtype bfloat16 for kv format bf16", dtype_name(t.dtype));
+      break;
+    }
+    case KVFormat::kFP16: {
+      if (t.dtype != DType::kFloat16)
+        fail_arg(data_name, "dtype float16 for kv format fp16", dtype_name(t.dtype));
+      break;
+    }
+    case KVFormat::kFP8E4M3:
+    case KVFormat::kFP8DsMla: {
+      if (t.dtype != DType::kFloat8E4M3 && t.dtype != DType::kUInt8)
+        fail_arg(data_name, concat("dtype float8_e4m3 or uint8 for kv format ", kv_format_name(kv.format)),
+                 dtype_name(t.dtype));
+      break;
+    }
+  }
+
+  if (t.ndim != 3 && t.ndim != 4)
+    fail_arg(data_name, concat("shape ", expected_shape), t.shape_str());
+  const int w_dim = t.ndim - 1;
+  if (t.shape[1] != kPageSize)
+    fail_arg(data_name, concat("page size ", kPageSize, " (dimension 1) in shape ", expected_shape),
+             concat("page size ", t.shape[1], " in ", t.shape_str()));
+  if (t.ndim == 4 && t.shape[2] != 1)
+    fail_arg(data_name, concat("1 KV head (dimension 2) in shape ", expected_shape),
+             concat(t.shape[2], " KV heads in ", t.shape_str()));
+  if (t.shape[w_dim] != row)
+    fail_arg(data_name, concat("a token row of ", row, " elements for kv format ", kv_format_name(kv.format),
+                               " (shape ", expected_shape, ")"),
+             concat(t.shape[w_dim], " in ", t.shape_str()));
+  const int64_t num_pages = t.shape[0];
+  if (num_pages < 1 || num_pages >= (int64_t{1} << 31))
+    fail_arg(data_name, "num_pages (dimension 0) in [1, 2^31)", concat(num_pages, " in ", t.shape_str()));
+  check_data(t, data_name);
+  if (t.strides[w_dim] != 1)
+    fail_arg(data_name, "last-dimension stride 1 (contiguous token rows)",
+             concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+  if (t.strides[1] != row)
+    fail_arg(data_name, concat("token stride (dimension 1) ", row, " (dense tokens inside a page)"),
+             concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+  const int64_t elem = dtype_size(t.dtype);
+  const int64_t page_stride = t.strides[0];
+  if (num_pages > 1 && (page_stride < kPageSize * row || (page_stride * elem) % kRowAlignBytes != 0))
+    fail_arg(data_name, concat("page stride (dimension 0) >= ", kPageSize * row, " elements and a multiple of ",
+                               kRowAlignBytes, " bytes"),
+             concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % kRowAlignBytes != 0)
+    fail_arg(data_name, concat("a ", kRowAlignBytes, "-byte aligned data pointer"),
+             concat("address ", t.data, " (address % ", kRowAlignBytes, " = ", address % kRowAlignBytes, ")"));
+  if (kv.format == KVFormat::kFP8E4M3 && !(std::isfinite(kv.scale) && kv.scale > 0.0f))
+    fail_arg(concat(prefix, ".scale").c_str(), "a finite value > 0 for kv format fp8_e4m3", float_str(kv.scale));
+}
+
+bool is_half_type(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+
+}  // namespace
+
+void validate_decode_shape(const DecodeShape& shape) {
+  if (shape.batch_size < 1) fail_arg("shape.batch_size", ">= 1", shape.batch_size);
+  if (shape.q_len < 1 || shape.q_len > kMaxQueryLen)
+    fail_arg("shape.q_len", concat("a value in [1, ", kMaxQueryLen, "]"), shape.q_len);
+  const int h = shape.num_heads;
+  if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128)
+    fail_arg("shape.num_heads", "one of {8, 16, 32, 64, 128}", h);
+  if (!is_half_type(shape.q_dtype))
+    fail_arg("shape.q_dtype", "bfloat16 or float16", dtype_name(shape.q_dtype));
+  if (!is_valid_format(shape.kv_format))
+    fail_arg("shape.kv_format", "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
+             concat("KVFormat(", static_cast<int>(shape.kv_format), ")"));
+}
+
+void validate_seqlens(const TensorView& cache_seqlens, int batch_size, DeviceType expected_device,
+                      int device_id) {
+  const char* name = "cache_seqlens";
+  check_defined(cache_seqlens, name, "[b]");
+  check_device(cache_seqlens, name, expected_device, device_id);
+  check_dtype(cache_seqlens, name, DType::kInt32);
+  check_shape(cache_seqlens, name, "[b]", {batch_size});
+  check_data(cache_seqlens, name);
+  check_contiguous(cache_seqlens, name);
+}
+
+void validate_kv_cache(const KVCache& kv, DeviceType expected_device, int device_id) {
+  validate_kv_cache_named(kv, "kv", expected_device, device_id);
+}
+
+void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, DeviceType expected_device,
+                          int device_id) {
+  validate_decode_args(args, shape, expected_device, device_id, DecodeOutputs::kDevice);
+}
+
+void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, DeviceType expected_device,
+                          int device_id, DecodeOutputs outputs) {
+  validate_decode_shape(shape);
+  const int64_t b = shape.batch_size, s_q = shape.q_len, h_q = shape.num_heads;
+
+  // Reserved arguments: rejected rather than silently ignored.
+  if (args.q_indptr.defined())
+    fail(Status::kUnsupported, "q_indptr: reserved for ragged queries / tree masks (not implemented yet); "
+         "expected an undefined view, got a tensor of shape ", args.q_indptr.shape_str());
+  if (args.mask.defined())
+    fail(Status::kUnsupported, "mask: reserved for ragged queries / tree masks (not implemented yet); "
+         "expected an undefined view, got a tensor of shape ", args.mask.shape_str());
+
+  const TensorView& q = args.q;
+  check_defined(q, "q", "[b, s_q, h_q, 576]");
+  check_device(q, "q", expected_device, device_id);
+  if (q.dtype != shape.q_dtype)
+    fail_arg("q", concat("dtype ", dtype_name(shape.q_dtype), " (the planned shape.q_dtype)"), dtype_name(q.dtype));
+  check_shape(q, "q", "[b, s_q, h_q, 576]", {b, s_q, h_q, kHeadDimQK});
+  check_data(q, "q");
+  check_last_stride_one(q, "q");
+  check_non_negative_strides(q, "q");
+  check_row_alignment(q, "q");
+
+  validate_kv_cache_named(args.kv, "kv", expected_device, device_id);
+  if (args.kv.format != shape.kv_format)
+    fail_arg("kv.format", concat(kv_format_name(shape.kv_format), " (the planned shape.kv_format)"),
+             kv_format_name(args.kv.format));
+
+  const TensorView& table = args.block_table;
+  check_defined(table, "block_table", "[b, max_pages]");
+  check_device(table, "block_table", expected_device, device_id);
+  check_dtype(table, "block_table", DType::kInt32);
+  if (table.ndim != 2 || table.shape[0] != b)
+    fail_arg("block_table", concat("shape [b, max_pages] = [", b, ", max_pages]"), table.shape_str());
+  if (table.shape[1] < 1)
+    fail_arg("block_table", "max_pages (dimension 1) >= 1", concat(table.shape[1], " in ", table.shape_str()));
+  check_data(table, "block_table");
+  check_last_stride_one(table, "block_table");
+  check_non_negative_strides(table, "block_table");
+
+  validate_seqlens(args.cache_seqlens, shape.batch_size, expected_device, device_id);
+
+  const TensorView& out = args.out;
+  check_defined(out, "out", "[b, s_q, h_q, 512]");
+  check_device(out, "out", expected_device, device_id);
+  if (outputs == DecodeOutputs::kDevice) {
+    if (out.dtype != shape.q_dtype)
+      fail_arg("out", concat("dtype ", dtype_name(shape.q_dtype), " (the dtype of q)"), dtype_name(out.dtype));
+  } else if (!is_half_type(out.dtype) && out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) {
+    fail_arg("out", "dtype float64, float32, bfloat16 or float16", dtype_name(out.dtype));
+  }
+  check_shape(out, "out", "[b, s_q, h_q, 512]", {b, s_q, h_q, kHeadDimV});
+  check_data(out, "out");
+  check_last_stride_one(out, "out");
+  check_non_negative_strides(out, "out");
+  check_no_overlap(out, "out");
+  check_row_alignment(out, "out");
+
+  const TensorView& lse = args.lse;
+  check_defined(lse, "lse", "[b, s_q, h_q]");
+  check_device(lse, "lse", expected_device, device_id);
+  if (outputs == DecodeOutputs::kDevice) {
+    check_dtype(lse, "lse", DType::kFloat32);
+  } else if (lse.dtype != DType::kFloat32 && lse.dtype != DType::kFloat64) {
+    fail_arg("lse", "dtype float32 or float64", dtype_name(lse.dtype));
+  }
+  check_shape(lse, "lse", "[b, s_q, h_q]", {b, s_q, h_q});
+  check_data(lse, "lse");
+  check_non_negative_strides(lse, "lse");
+  check_no_overlap(lse, "lse");
+
+  if (!(std::isfinite(args.softmax_scale) && args.softmax_scale > 0.0f))
+    fail_arg("softmax_scale", "a finite value > 0", float_str(args.softmax_scale));
+}
+
+void validate_write_kv_args(const WriteKVArgs& args, DeviceType expected_device, int device_id) {
+  const TensorView& latent = args.kv_latent;
+  check_defined(latent, "kv_latent", "[n, 512]");
+  check_device(latent, "kv_latent", expected_device, device_id);
+  if (!is_half_type(latent.dtype) && latent.dtype != DType::kFloat32)
+    fail_arg("kv_latent", "dtype bfloat16, float16 or float32", dtype_name(latent.dtype));
+  if (latent.ndim != 2 || latent.shape[1] != kHeadDimV)
+    fail_arg("kv_latent", "shape [n, 512]", latent.shape_str());
+  const int64_t n = latent.shape[0];
+  check_data(latent, "kv_latent");
+  check_last_stride_one(latent, "kv_latent");
+  check_non_negative_strides(latent, "kv_latent");
+
+  const TensorView& rope = args.k_rope;
+  check_defined(rope, "k_rope", "[n, 64]");
+  check_device(rope, "k_rope", expected_device, device_id);
+  if (rope.dtype != latent.dtype)
+    fail_arg("k_rope", concat("dtype ", dtype_name(latent.dtype), " (the dtype of kv_latent)"), dtype_name(rope.dtype));
+  check_shape(rope, "k_rope", "[n, 64]", {n, kRopeDim});
+  check_data(rope, "k_rope");
+  check_last_stride_one(rope, "k_rope");
+  check_non_negative_strides(rope, "k_rope");
+
+  const TensorView& slots = args.slots;
+  check_defined(slots, "slots", "[n]");
+  check_device(slots, "slots", expected_device, device_id);
+  if (slots.dtype != DType::kInt32 && slots.dtype != DType::kInt64)
+    fail_arg("slots", "dtype int32 or int64", dtype_name(slots.dtype));
+  check_shape(slots, "slots", "[n]", {n});
+  check_data(slots, "slots");
+  check_contiguous(slots, "slots");
+
+  validate_kv_cache_named(args.cache, "cache", expected_device, device_id);
+}
+
+void validate_workspace(const void* workspace, size_t given, size_t needed) {
+  if (workspace == nullptr) fail_arg("workspace", "a non-null pointer", "nullptr");
+  const auto address = reinterpret_cast<uintptr_t>(workspace);
+  if (address % kWorkspaceAlign != 0)
+    fail_arg("workspace", concat("a ", kWorkspaceAlign, "-byte aligned pointer"),
+             concat("address ", workspace, " (address % ", kWorkspaceAlign, " = ", address % kWorkspaceAlign, ")"));
+  if (given < needed)
+    fail(Status::kWorkspaceTooSmall, "workspace_bytes: expected >= ", needed,
+         " (DecodePlan::workspace_bytes()), got ", given);
+}
+
+}  // namespace openmla::detail

@@ -1,0 +1,51 @@
+// Plain-old-data parameters of one decode call, filled by DecodePlan::run from validated views.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/schedule.h"
+
+namespace openmla::kernels {
+
+struct DecodeParams {
+  // Shape.
+  int batch;
+  int q_len;      // s_q
+  int num_heads;  // h_q
+  int rows;       // s_q * h_q query rows per request, row = token * h_q + head
+  bool causal;    // applied only when q_len > 1
+  float softmax_scale;
+  float scale_log2;  // softmax_scale * log2(e): scores go through exp2
+
+  // q [b, s_q, h_q, 576], strides in elements.
+  const void* q;
+  int64_t q_stride_b, q_stride_s, q_stride_h;
+
+  // Paged cache.
+  const uint8_t* kv;
+  int64_t page_stride_bytes;
+  int num_pages;
+  int kv_format;   // openmla::KVFormat
+  float kv_scale;  // per-tensor FP8 scale
+
+  const int* block_table;  // [b, max_pages]
+  int64_t block_table_stride;
+  int max_pages;
+  const int* seqlens;  // [b]
+
+  // Outputs, strides in elements.
+  void* out;
+  int64_t o_stride_b, o_stride_s, o_stride_h;
+  float* lse;
+  int64_t lse_stride_b, lse_stride_s, lse_stride_h;
+
+  // Schedule and split buffers (workspace).
+  const SplitPart* parts;
+  const RequestSplit* splits;
+  int num_parts;
+  float* o_partial;    // [slots, rows, 512]
+  float* lse_partial;  // [slots, rows]
+  unsigned* error_word;
+};
+
+}  // namespace openmla::kernels

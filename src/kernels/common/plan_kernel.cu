@@ -1,0 +1,101 @@
+// Device-side split-KV planner: turns device cache_seqlens into the schedule of schedule.h.
+// One CTA walks the batch in chunks of kThreads requests with a block-wide scan, so the cost is
+// O(b / kThreads) steps and nothing returns to the host.
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/common/launch.h"
+#include "kernels/common/schedule.h"
+
+namespace openmla::kernels {
+namespace {
+
+constexpr int kThreads = 512;
+
+__global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ seqlens, int batch,
+                                                        int num_parts, SplitPart* __restrict__ parts,
+                                                        RequestSplit* __restrict__ splits) {
+  using Scan = cub::BlockScan<long long, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+
+  auto units_of = [](int seqlen) -> long long {
+    const int blocks = planned_blocks(seqlen);
+    return (blocks > 0 ? blocks : 1) + kRequestOverheadUnits;
+  };
+
+  // Pass 1: total cost, and every part starts out empty.
+  long long my_total = 0;
+  for (int r = threadIdx.x; r < batch; r += kThreads) my_total += units_of(seqlens[r]);
+  for (int p = threadIdx.x; p < num_parts; p += kThreads) parts[p] = SplitPart{1, 0, 0, 0};
+  long long total = 0;
+  {
+    long long excl;
+    Scan(scan_storage).ExclusiveSum(my_total, excl, total);
+  }
+  __syncthreads();
+  const long long per_part = (total + num_parts - 1) / num_parts;  // >= 1 since total >= batch >= 1
+
+  // Pass 2: each request finds the parts its units fall in (unit k of request r sits at position
+  // start_r + overhead + k; part = position / per_part).
+  long long cost_base = 0;
+  long long partial_base = 0;
+  for (int chunk = 0; chunk < batch; chunk += kThreads) {
+    const int r = chunk + threadIdx.x;
+    const bool active = r < batch;
+    const int blocks = active ? planned_blocks(seqlens[r]) : 0;
+    const long long units = blocks > 0 ? blocks : 1;
+    const long long cost = active ? units + kRequestOverheadUnits : 0;
+
+    long long start, chunk_cost;
+    Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
+    __syncthreads();
+    start += cost_base;
+    const long long first_pos = start + kRequestOverheadUnits;
+    const int first_part = static_cast<int>(first_pos / per_part);
+    const int last_part = static_cast<int>((first_pos + units - 1) / per_part);
+    const int num_splits = last_part - first_part + 1;
+
+    long long my_partials = (active && num_splits > 1) ? num_splits : 0;
+    long long partial_start, chunk_partials;
+    Scan(scan_storage).ExclusiveSum(my_partials, partial_start, chunk_partials);
+    __syncthreads();
+
+    if (active) {
+      splits[r] = RequestSplit{first_part, num_splits, static_cast<int>(partial_base + partial_start), blocks};
+      // Parts beginning in r: every part after its first, and the first one unless the previous
+      // request's last unit (at position start - 1) already lies in it.
+      const bool first_begins_here = (r == 0) || ((start - 1) / per_part < first_part);
+      for (int p = first_part; p <= last_part; ++p) {
+        if (p == first_part && !first_begins_here) continue;
+        const long long begin_pos = p == first_part ? first_pos : static_cast<long long>(p) * per_part;
+        parts[p].begin_req = r;
+        parts[p].begin_block = static_cast<int>(begin_pos - first_pos);
+      }
+      // Parts ending in r: every part before its last, and the last one unless the next request's
+      // first unit lies in it too.
+      bool last_ends_here = true;
+      if (r + 1 < batch) {
+        const long long next_first_pos = start + cost + kRequestOverheadUnits;
+        last_ends_here = next_first_pos / per_part > last_part;
+      }
+      for (int p = first_part; p <= last_part; ++p) {
+        if (p == last_part && !last_ends_here) continue;
+        const long long end_pos = p == last_part ? first_pos + units : static_cast<long long>(p + 1) * per_part;
+        parts[p].end_req = r;
+        parts[p].end_block = static_cast<int>(end_pos - first_pos);
+      }
+    }
+    cost_base += chunk_cost;
+    partial_base += chunk_partials;
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, SplitPart* parts,
+                        RequestSplit* splits, cudaStream_t stream) {
+  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, parts, splits);
+  return cudaGetLastError();
+}
+
+}  // namespace openmla::kernels

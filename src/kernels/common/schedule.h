@@ -1,0 +1,46 @@
+// Split-KV schedule shared by the planner kernel, the decode kernels and the combine kernel.
+//
+// The batch's work is a sequence of units in request order: request r has max(1, blocks_r) units
+// (blocks_r = ceil(seqlen_r / 64); a request with no block still needs one unit to write its
+// empty result), preceded by a fixed cost of kRequestOverheadUnits (Q load, epilogue). The total
+// cost is cut into num_parts equal ranges; a part owns the units that fall in its range. A part
+// therefore covers a contiguous run of (request, block) pairs and a request spans one or more
+// consecutive parts. A request spanning one part writes out/lse directly; otherwise each of its
+// parts writes a partial (normalized o, lse) and the combine kernel merges them by LSE.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define OPENMLA_HOST_DEVICE __host__ __device__
+#else
+#define OPENMLA_HOST_DEVICE
+#endif
+
+namespace openmla::kernels {
+
+inline constexpr int kRequestOverheadUnits = 1;
+inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tables are far smaller
+
+struct SplitPart {
+  int begin_req;    // first request of the part
+  int begin_block;  // its first block
+  int end_req;      // last request of the part (inclusive); begin_req > end_req: empty part
+  int end_block;    // block after the last block of end_req (exclusive); for a 0-block request, 1
+};
+
+struct RequestSplit {
+  int first_part;    // part holding block 0 of this request
+  int num_splits;    // parts the request spans (1: written directly)
+  int partial_base;  // first partial slot (valid when num_splits > 1)
+  int blocks;        // planned blocks (ceil(max(seqlen, 0) / 64), clamped)
+};
+
+// Blocks a request of `seqlen` tokens has (0 for seqlen <= 0), clamped as the planner does.
+OPENMLA_HOST_DEVICE inline int planned_blocks(int seqlen) {
+  if (seqlen <= 0) return 0;
+  int64_t b = (static_cast<int64_t>(seqlen) + 63) / 64;
+  return b > kMaxBlocksPerRequest ? kMaxBlocksPerRequest : static_cast<int>(b);
+}
+
+}  // namespace openmla::kernels

@@ -1,0 +1,61 @@
+// Tile configuration of the portable split-KV decode kernel. The numbers live here; the shared-
+// memory plan and warp layouts are derived from them (and static_asserted) so nothing downstream
+// recomputes a size.
+#pragma once
+
+#include <cstddef>
+
+namespace openmla::kernels::portable {
+
+inline constexpr int kHeadDimQK = 576;
+inline constexpr int kHeadDimV = 512;
+inline constexpr int kChunkBytes = 16;                       // one cp.async / ldmatrix row
+inline constexpr int kRowChunks = kHeadDimQK * 2 / kChunkBytes;  // 72 chunks per 576-wide row
+inline constexpr int kPageTokens = 64;
+
+template <int kRows, int kTokens, int kWarps>
+struct TileConfig {
+  static constexpr int M = kRows;     // query rows per CTA
+  static constexpr int N = kTokens;   // KV tokens per pipeline stage
+  static constexpr int kNumWarps = kWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStages = 2;
+
+  // S = Q K^T: warps tile (M rows) x (N keys) as kQkWarpsM x kQkWarpsN.
+  static constexpr int kQkWarpsM = M / 16;
+  static constexpr int kQkWarpsN = kWarps / kQkWarpsM;
+  static constexpr int kQkKeys = N / kQkWarpsN;  // keys per warp
+  // O += P V: warps tile (M rows) x (512 cols). With 64 rows, 2 x 4 (32 x 128 per warp) reads
+  // half the V bytes from shared memory that 4 x 2 (16 x 256) would.
+  static constexpr int kPvWarpsM = M >= 32 ? 2 : 1;
+  static constexpr int kPvWarpsN = kWarps / kPvWarpsM;
+  static constexpr int kPvRows = M / kPvWarpsM;
+  static constexpr int kPvCols = kHeadDimV / kPvWarpsN;
+
+  // P row: N values. Rows of 8 chunks use an XOR swizzle; shorter rows are padded to an odd chunk
+  // count so that 8 consecutive rows hit 8 different bank groups.
+  static constexpr int kPChunks = N * 2 / kChunkBytes;
+  static constexpr bool kPSwizzled = kPChunks % 8 == 0;
+  static constexpr int kPRowChunks = kPSwizzled ? kPChunks : kPChunks + 1;
+
+  static_assert(M % 16 == 0 && kQkWarpsM >= 1 && kWarps % kQkWarpsM == 0, "rows per warp");
+  static_assert(kQkKeys >= 8 && kQkKeys % 8 == 0, "each warp needs whole n8 key tiles");
+  static_assert(kQkKeys == 8 || kQkKeys % 16 == 0, "keys per warp: 8 or a multiple of 16");
+  static_assert(kPvRows % 16 == 0 && kPvCols % 16 == 0, "PV warp tile");
+  static_assert(N % 16 == 0 && kPageTokens % N == 0, "a stage is a whole part of one page");
+};
+
+// Shared memory of one CTA. Q and KV rows are 72 chunks with chunk c of row r stored at
+// c ^ (r & 7): ldmatrix reads 8 rows of one chunk column without bank conflicts.
+template <class Cfg, typename T>
+struct SharedStorage {
+  alignas(128) T q[Cfg::M * kHeadDimQK];
+  alignas(128) T kv[Cfg::kStages][Cfg::N * kHeadDimQK];
+  alignas(128) T p[Cfg::M * Cfg::kPRowChunks * 8];
+  float partial_max[Cfg::kQkWarpsN][Cfg::M];  // per key-warp row maxima of this tile
+  float partial_sum[Cfg::kQkWarpsN][Cfg::M];
+  float row_max[2][Cfg::M];  // running max (raw score units), double-buffered across tiles
+  float row_sum[2][Cfg::M];  // running sum of exp2((s - max) * scale_log2)
+};
+
+}  // namespace openmla::kernels::portable

@@ -1,0 +1,368 @@
+// Portable split-KV MLA decode kernel (mma.sync + cp.async; sm_80 and newer).
+//
+// CTA (m_tile, part): query rows [m_tile * M, +M) of every request segment the part owns
+// (schedule.h). Per segment: load Q, then for each KV tile of N tokens, double-buffered:
+//   S = Q K^T            (warps: kQkWarpsM x kQkWarpsN, K from shared memory)
+//   mask                 (length; causal positions for the last tiles)
+//   online softmax step  (row maxima exchanged through shared memory, P stored as T)
+//   O = O * alpha + P V  (warps: kPvWarpsM x kPvWarpsN, V = first 512 columns of the K tile)
+// and finally normalize and write out/lse (or a partial for the combine kernel).
+// Guards: a bad seqlen or page id never addresses memory; the segment's rows become NaN and the
+// error word records why. Tokens past seqlen are zero-filled in shared memory, never read.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/common/decode_params.h"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/sm80/decode/config.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels::portable {
+
+// Byte offset of (row, chunk) in a swizzled 72-chunk row.
+__device__ __forceinline__ int swizzled_chunk_offset(int row, int chunk) {
+  return (row * kRowChunks + (chunk ^ (row & 7))) * kChunkBytes;
+}
+
+template <class Cfg>
+__device__ __forceinline__ int p_chunk_offset(int row, int chunk) {
+  const int phys = Cfg::kPSwizzled ? (chunk ^ (row & 7)) : chunk;
+  return (row * Cfg::kPRowChunks + phys) * kChunkBytes;
+}
+
+// Validity of a request for this call; returns DeviceErrorBits (0 = fine).
+__device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
+  if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
+  if (static_cast<int64_t>(seqlen) > static_cast<int64_t>(p.max_pages) * kPageTokens)
+    return kDeviceErrorSeqlenBeyondTable;
+  if (p.causal && p.q_len > 1 && seqlen < p.q_len) return kDeviceErrorSeqlenBelowQueryLen;
+  if (planned != (seqlen + kPageTokens - 1) / kPageTokens) return kDeviceErrorPlanMismatch;
+  return 0;
+}
+
+template <class Cfg, typename T>
+struct SegmentContext {
+  int req;
+  int seqlen;
+  int tile_begin, tile_end;  // KV tiles of N tokens
+  bool write_final;          // request not split: write out/lse directly
+  int partial_slot;
+};
+
+// Q rows of this m-tile into shared memory (rows past s_q*h_q are zero).
+template <class Cfg, typename T>
+__device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_tile, T* sq) {
+  const char* q = static_cast<const char*>(p.q);
+  for (int i = threadIdx.x; i < Cfg::M * kRowChunks; i += Cfg::kThreads) {
+    const int r = i / kRowChunks, c = i % kRowChunks;
+    const int row = m_tile * Cfg::M + r;
+    const bool valid = row < p.rows;
+    const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
+    const char* src = q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2 + c * kChunkBytes;
+    cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
+  }
+}
+
+// One KV tile (N tokens of one page) into a stage. Returns false (and copies nothing) when the
+// page id is out of range. Tokens at or past seqlen are zero-filled.
+template <class Cfg, typename T>
+__device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int tile, int seqlen, T* skv) {
+  const int first_token = tile * Cfg::N;
+  const int page_idx = first_token / kPageTokens;
+  const int page = p.block_table[req * p.block_table_stride + page_idx];
+  if (page < 0 || page >= p.num_pages) return false;
+  const char* page_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
+                          (first_token % kPageTokens) * (kHeadDimQK * 2);
+  for (int i = threadIdx.x; i < Cfg::N * kRowChunks; i += Cfg::kThreads) {
+    const int r = i / kRowChunks, c = i % kRowChunks;
+    const bool valid = first_token + r < seqlen;
+    const char* src = page_base + r * (kHeadDimQK * 2) + c * kChunkBytes;
+    cp_async_16(reinterpret_cast<char*>(skv) + swizzled_chunk_offset(r, c), valid ? src : page_base, valid);
+  }
+  return true;
+}
+
+// S[warp rows 16 x kQkKeys] = Q K^T over the 576-dim row.
+template <class Cfg, typename T>
+__device__ __forceinline__ void qk_gemm(const T* sq, const T* sk, int warp_m, int warp_n, int lane,
+                                        float (&s)[Cfg::kQkKeys / 8][4]) {
+  constexpr int kTiles = Cfg::kQkKeys / 8;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+  const char* q_base = reinterpret_cast<const char*>(sq);
+  const char* k_base = reinterpret_cast<const char*>(sk);
+  const int a_row = warp_m * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+  const int a_chunk_hi = lane / 16;
+#pragma unroll 2
+  for (int ks = 0; ks < kRowChunks / 2; ++ks) {
+    uint32_t a[4];
+    ldmatrix_x4(a, q_base + swizzled_chunk_offset(a_row, 2 * ks + a_chunk_hi));
+    if constexpr (kTiles == 1) {
+      uint32_t b[2];
+      const int key = warp_n * 8 + (lane % 8);
+      ldmatrix_x2(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
+      mma_16x8x16<T>(s[0], a, b[0], b[1]);
+    } else {
+#pragma unroll
+      for (int pair = 0; pair < kTiles / 2; ++pair) {
+        uint32_t b[4];
+        const int key = warp_n * Cfg::kQkKeys + pair * 16 + (lane % 8) + (lane / 16) * 8;
+        ldmatrix_x4(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
+        mma_16x8x16<T>(s[2 * pair], a, b[0], b[1]);
+        mma_16x8x16<T>(s[2 * pair + 1], a, b[2], b[3]);
+      }
+    }
+  }
+}
+
+// O[warp rows kPvRows x kPvCols] += P V, V = first 512 columns of the K tile.
+template <class Cfg, typename T>
+__device__ __forceinline__ void pv_gemm(const T* sp, const T* sv, int warp_m, int warp_n, int lane,
+                                        float (&o)[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4]) {
+  const char* p_base = reinterpret_cast<const char*>(sp);
+  const char* v_base = reinterpret_cast<const char*>(sv);
+#pragma unroll 1
+  for (int ks = 0; ks < Cfg::N / 16; ++ks) {
+    uint32_t a[Cfg::kPvRows / 16][4];
+#pragma unroll
+    for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+      const int row = warp_m * Cfg::kPvRows + i * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      ldmatrix_x4(a[i], p_base + p_chunk_offset<Cfg>(row, 2 * ks + lane / 16));
+    }
+#pragma unroll
+    for (int pair = 0; pair < Cfg::kPvCols / 16; ++pair) {
+      uint32_t b[4];
+      const int key = ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      const int chunk = (warp_n * Cfg::kPvCols + pair * 16) / 8 + lane / 16;
+      ldmatrix_x4_trans(b, v_base + swizzled_chunk_offset(key, chunk));
+#pragma unroll
+      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+        mma_16x8x16<T>(o[i][2 * pair], a[i], b[0], b[1]);
+        mma_16x8x16<T>(o[i][2 * pair + 1], a[i], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Running max of a row after this tile (raw score units): previous max and the key-warps' maxima.
+template <class Cfg, typename Smem>
+__device__ __forceinline__ float tile_row_max(const Smem& sm, int cur, int row) {
+  float m = sm.row_max[cur][row];
+#pragma unroll
+  for (int w = 0; w < Cfg::kQkWarpsN; ++w) m = fmaxf(m, sm.partial_max[w][row]);
+  return m;
+}
+
+// exp2 base for a row: a row with no unmasked key yet keeps max -inf; use 0 so that
+// exp2(-inf - base) = 0 instead of NaN.
+__device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
+
+template <class Cfg, typename T>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const DecodeParams p) {
+  using Smem = SharedStorage<Cfg, T>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+
+  const int m_tile = blockIdx.x;
+  const int part_idx = blockIdx.y;
+  const SplitPart part = p.parts[part_idx];
+  if (part.begin_req > part.end_req) return;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int qk_m = warp / Cfg::kQkWarpsN, qk_n = warp % Cfg::kQkWarpsN;
+  const int pv_m = warp / Cfg::kPvWarpsN, pv_n = warp % Cfg::kPvWarpsN;
+  const int g = lane / 4, c = lane % 4;  // accumulator row within 8, column pair
+  constexpr int kTilesPerBlock = kPageTokens / Cfg::N;
+
+  for (int req = part.begin_req; req <= part.end_req; ++req) {
+    const RequestSplit split = p.splits[req];
+    const int seqlen = p.seqlens[req];
+    const unsigned bad_request = check_request(p, seqlen, split.blocks);
+    const int block_begin = req == part.begin_req ? part.begin_block : 0;
+    const int block_end = req == part.end_req ? part.end_block : (split.blocks > 0 ? split.blocks : 1);
+    const int seq_tiles = seqlen > 0 ? (seqlen + Cfg::N - 1) / Cfg::N : 0;
+    const int tile_begin = block_begin * kTilesPerBlock;
+    const int tile_end = bad_request ? tile_begin : min(block_end * kTilesPerBlock, seq_tiles);
+    const bool write_final = split.num_splits <= 1;
+    const int partial_slot = split.partial_base + (part_idx - split.first_part);
+
+    // Previous segment's epilogue has finished reading shared state.
+    __syncthreads();
+    if (tid < Cfg::M) {
+      sm.row_max[0][tid] = -INFINITY;
+      sm.row_sum[0][tid] = 0.f;
+    }
+    bool bad_page = false;
+    if (tile_begin < tile_end) {
+      load_q<Cfg, T>(p, req, m_tile, sm.q);
+      bad_page |= !load_kv_tile<Cfg, T>(p, req, tile_begin, seqlen, sm.kv[0]);
+    }
+    cp_async_commit();
+
+    float o[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4];
+#pragma unroll
+    for (int i = 0; i < Cfg::kPvRows / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::kPvCols / 8; ++j) o[i][j][0] = o[i][j][1] = o[i][j][2] = o[i][j][3] = 0.f;
+
+    int cur = 0;
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
+      const int stage = (tile - tile_begin) % Cfg::kStages;
+      cp_async_wait<0>();
+      __syncthreads();  // tile landed for all threads; all warps done with the other stage
+      if (tile + 1 < tile_end) {
+        bad_page |= !load_kv_tile<Cfg, T>(p, req, tile + 1, seqlen, sm.kv[stage ^ 1]);
+      }
+      cp_async_commit();
+      const T* skv = sm.kv[stage];
+
+      // ---- S = Q K^T and masking ----
+      float s[Cfg::kQkKeys / 8][4];
+      qk_gemm<Cfg, T>(sm.q, skv, qk_m, qk_n, lane, s);
+      const int key0 = tile * Cfg::N + qk_n * Cfg::kQkKeys;
+      const int row_lo = qk_m * 16 + g, row_hi = row_lo + 8;
+      // Keys a row may see: all < seqlen; causal rows (token qi) only <= seqlen - s_q + qi.
+      const bool needs_mask = (tile + 1) * Cfg::N > seqlen - (p.causal ? p.q_len : 0);
+      if (needs_mask) {
+        int limit_lo = seqlen, limit_hi = seqlen;
+        if (p.causal && p.q_len > 1) {
+          const int grow_lo = m_tile * Cfg::M + row_lo, grow_hi = m_tile * Cfg::M + row_hi;
+          limit_lo = seqlen - p.q_len + 1 + min(grow_lo / p.num_heads, p.q_len - 1);
+          limit_hi = seqlen - p.q_len + 1 + min(grow_hi / p.num_heads, p.q_len - 1);
+        }
+#pragma unroll
+        for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+          const int k = key0 + t * 8 + 2 * c;
+          if (k >= limit_lo) s[t][0] = -INFINITY;
+          if (k + 1 >= limit_lo) s[t][1] = -INFINITY;
+          if (k >= limit_hi) s[t][2] = -INFINITY;
+          if (k + 1 >= limit_hi) s[t][3] = -INFINITY;
+        }
+      }
+
+      // ---- online softmax: row maxima across key-warps ----
+      float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+      for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+        mx_lo = fmaxf(mx_lo, fmaxf(s[t][0], s[t][1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[t][2], s[t][3]));
+      }
+      mx_lo = quad_max(mx_lo);
+      mx_hi = quad_max(mx_hi);
+      if (c == 0) {
+        sm.partial_max[qk_n][row_lo] = mx_lo;
+        sm.partial_max[qk_n][row_hi] = mx_hi;
+      }
+      __syncthreads();
+
+      const float base_lo = softmax_base(tile_row_max<Cfg>(sm, cur, row_lo)) * p.scale_log2;
+      const float base_hi = softmax_base(tile_row_max<Cfg>(sm, cur, row_hi)) * p.scale_log2;
+      float sum_lo = 0.f, sum_hi = 0.f;
+      char* p_base = reinterpret_cast<char*>(sm.p);
+#pragma unroll
+      for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+        const float e0 = exp2f(fmaf(s[t][0], p.scale_log2, -base_lo));
+        const float e1 = exp2f(fmaf(s[t][1], p.scale_log2, -base_lo));
+        const float e2 = exp2f(fmaf(s[t][2], p.scale_log2, -base_hi));
+        const float e3 = exp2f(fmaf(s[t][3], p.scale_log2, -base_hi));
+        sum_lo += e0 + e1;
+        sum_hi += e2 + e3;
+        const int key = qk_n * Cfg::kQkKeys + t * 8 + 2 * c;  // within the tile
+        const int byte_in_chunk = (key % 8) * 2;
+        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_lo, key / 8) + byte_in_chunk) = pack2<T>(e0, e1);
+        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_hi, key / 8) + byte_in_chunk) = pack2<T>(e2, e3);
+      }
+      sum_lo = quad_sum(sum_lo);
+      sum_hi = quad_sum(sum_hi);
+      if (c == 0) {
+        sm.partial_sum[qk_n][row_lo] = sum_lo;
+        sm.partial_sum[qk_n][row_hi] = sum_hi;
+      }
+      __syncthreads();
+
+      // ---- O = O * alpha + P V ----
+#pragma unroll
+      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
+          const float m_old = sm.row_max[cur][row];
+          const float m_new = tile_row_max<Cfg>(sm, cur, row);
+          const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+#pragma unroll
+          for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
+            o[i][j][2 * h] *= alpha;
+            o[i][j][2 * h + 1] *= alpha;
+          }
+        }
+      }
+      pv_gemm<Cfg, T>(sm.p, skv, pv_m, pv_n, lane, o);
+
+      // Running state for the next tile (readers of [cur] above are unaffected).
+      if (tid < Cfg::M) {
+        const float m_old = sm.row_max[cur][tid];
+        const float m_new = tile_row_max<Cfg>(sm, cur, tid);
+        const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+        float l = sm.row_sum[cur][tid] * alpha;
+#pragma unroll
+        for (int w = 0; w < Cfg::kQkWarpsN; ++w) l += sm.partial_sum[w][tid];
+        sm.row_max[cur ^ 1][tid] = m_new;
+        sm.row_sum[cur ^ 1][tid] = l;
+      }
+      cur ^= 1;
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // final state visible
+
+    // ---- epilogue: normalize, write out/lse or the partial ----
+    const unsigned errors = bad_request | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+    if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
+    const bool poison = errors != 0;
+#pragma unroll
+    for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
+        const int row = m_tile * Cfg::M + local_row;
+        if (row >= p.rows) continue;
+        const float l = sm.row_sum[cur][local_row];
+        const float inv = poison ? NAN : (l > 0.f ? 1.f / l : 0.f);
+        const int qi = row / p.num_heads, head = row % p.num_heads;
+        if (write_final) {
+          T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+#pragma unroll
+          for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
+            const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
+            *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+          }
+        } else {
+          float* out = p.o_partial + (static_cast<size_t>(partial_slot) * p.rows + row) * kHeadDimV;
+#pragma unroll
+          for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
+            const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
+            *reinterpret_cast<float2*>(out + col) = make_float2(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+          }
+        }
+      }
+    }
+    if (tid < Cfg::M) {
+      const int row = m_tile * Cfg::M + tid;
+      if (row < p.rows) {
+        const float l = sm.row_sum[cur][tid];
+        const float lse = poison ? NAN : (l > 0.f ? sm.row_max[cur][tid] * p.softmax_scale + logf(l) : -INFINITY);
+        if (write_final) {
+          const int qi = row / p.num_heads, head = row % p.num_heads;
+          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+        } else {
+          p.lse_partial[static_cast<size_t>(partial_slot) * p.rows + row] = lse;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace openmla::kernels::portable

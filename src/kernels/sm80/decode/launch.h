@@ -1,0 +1,17 @@
+// Declarations of the portable kernel instantiations (one per file in instantiations/).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common/decode_params.h"
+
+namespace openmla::kernels::portable {
+
+template <class Cfg, typename T>
+cudaError_t run_portable_decode(const DecodeParams& p, cudaStream_t stream);
+template <class Cfg, typename T>
+cudaError_t prepare_portable_decode_kernel();
+template <class Cfg, typename T>
+cudaError_t portable_decode_occupancy(int* ctas);
+
+}  // namespace openmla::kernels::portable

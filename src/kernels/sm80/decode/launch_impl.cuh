@@ -1,0 +1,33 @@
+// Launcher template; included only by the instantiation files.
+#pragma once
+
+#include "kernels/sm80/decode/kernel.cuh"
+#include "kernels/sm80/decode/launch.h"
+
+namespace openmla::kernels::portable {
+
+template <class Cfg, typename T>
+cudaError_t prepare_portable_decode_kernel() {
+  return cudaFuncSetAttribute(portable_decode_kernel<Cfg, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(sizeof(SharedStorage<Cfg, T>)));
+}
+
+template <class Cfg, typename T>
+cudaError_t portable_decode_occupancy(int* ctas) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, portable_decode_kernel<Cfg, T>, Cfg::kThreads,
+                                                       sizeof(SharedStorage<Cfg, T>));
+}
+
+template <class Cfg, typename T>
+cudaError_t run_portable_decode(const DecodeParams& p, cudaStream_t stream) {
+  const dim3 grid((p.rows + Cfg::M - 1) / Cfg::M, p.num_parts);
+  portable_decode_kernel<Cfg, T><<<grid, Cfg::kThreads, sizeof(SharedStorage<Cfg, T>), stream>>>(p);
+  return cudaGetLastError();
+}
+
+#define OPENMLA_INSTANTIATE_PORTABLE(CFG, T)                                                \
+  template cudaError_t run_portable_decode<CFG, T>(const DecodeParams&, cudaStream_t);      \
+  template cudaError_t prepare_portable_decode_kernel<CFG, T>();                           \
+  template cudaError_t portable_decode_occupancy<CFG, T>(int*);
+
+}  // namespace openmla::kernels::portable

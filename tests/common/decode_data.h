@@ -1,0 +1,77 @@
+// Test data for decode: fresh random inputs in a shuffled paged cache whose unused pages and the
+// tail of each request's last page are filled with NaN, plus comparison against the float64 oracle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "openmla/decode.h"
+#include "openmla/write_kv.h"
+
+namespace openmla::testing {
+
+// Seqlens above this are "beyond the table" cases: they add no pages to max_pages (which the other
+// requests and extra_table_slots decide) and get a full block-table row of real pages, so the
+// seqlen guard is the only fault. Seqlens in [0, kMaxBackedSeqlen] get ceil(seqlen / 64) pages.
+inline constexpr int kMaxBackedSeqlen = 1 << 20;
+
+struct DecodeCase {
+  int batch_size = 1;
+  int q_len = 1;
+  int num_heads = 16;
+  std::vector<int> seqlens;            // size batch_size (may hold 0, odd lengths, bad values)
+  KVFormat kv_format = KVFormat::kBF16;
+  DType q_dtype = DType::kBFloat16;
+  bool causal = true;
+  float softmax_scale = 0.0f;          // 0: 576^-0.5
+  int extra_pages = 3;                 // unused (NaN) pages mixed into the pool
+  int extra_table_slots = 1;           // block-table columns beyond the longest request (set to an
+                                       // out-of-range id, as FlashMLA's tests do)
+  int page_pad_tokens = 0;             // page stride = (64 + pad) * bytes_per_token
+  float kv_fp8_scale = 1.0f;           // kFP8E4M3 per-tensor scale
+  bool lse_flashmla_layout = false;    // lse as [b, h_q, s_q] (strided view)
+  uint64_t seed = 1;
+  std::string describe() const;        // "b=4 s_q=2 h_q=16 bf16 causal lens=[0,1,65]"
+};
+
+// Owns host buffers; views() gives CPU TensorViews over them.
+struct DecodeData {
+  DecodeCase c;
+  DecodeShape shape;
+  int num_pages = 0;
+  int max_pages = 0;                   // block-table columns
+  int64_t page_stride_bytes = 0;
+  std::vector<uint16_t> q;             // bf16/fp16 bits, [b, s_q, h_q, 576]
+  std::vector<uint8_t> cache;          // num_pages * page_stride_bytes, NaN-poisoned where unused
+  std::vector<int32_t> block_table;    // [b, max_pages], shuffled page ids
+  std::vector<int32_t> seqlens;        // [b]
+  // Views of the host buffers (data pointers into the vectors above); out/lse are left undefined.
+  DecodeArgs host_args() const;
+};
+
+DecodeData make_decode_data(const DecodeCase& c);
+
+// Float64 oracle outputs for data: out [b, s_q, h_q, 512], lse [b, s_q, h_q] (row-major).
+struct ReferenceResult {
+  std::vector<double> out;
+  std::vector<double> lse;
+  unsigned device_errors = 0;
+};
+ReferenceResult run_reference(const DecodeData& data);
+
+// Compares kernel results (out: bf16/fp16 bits row-major [b, s_q, h_q, 512]; lse: float
+// row-major [b, s_q, h_q]) with the oracle. NaN/inf positions must match exactly; then, per request,
+// max|out - ref| / max|ref| <= out_tol and max|lse - ref| / max(1, |ref|) <= lse_tol.
+// The message names the worst element (index, value, reference) and the pass fraction.
+struct CompareResult {
+  bool ok = true;
+  double max_out_rel_err = 0.0;
+  double max_lse_rel_err = 0.0;
+  std::string message;
+};
+CompareResult compare_decode(const DecodeData& data, const ReferenceResult& ref,
+                             const std::vector<uint16_t>& out_bits, const std::vector<float>& lse,
+                             double out_tol = 1e-2, double lse_tol = 1e-4);
+
+}  // namespace openmla::testing

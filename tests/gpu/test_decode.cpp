@@ -1,0 +1,391 @@
+// GPU decode against the float64 CPU reference: fresh random inputs per case, shuffled pages, NaN
+// in unused pages and page tails, outputs poisoned with NaN before every run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/decode_data.h"
+#include "gpu/gpu_util.h"
+#include "core/decode_config.h"
+#include "openmla/openmla.h"
+
+namespace openmla::testing {
+namespace {
+
+struct GpuDecodeResult {
+  std::vector<uint16_t> out;  // [b, s_q, h_q, 512] bits
+  std::vector<float> lse;     // [b, s_q, h_q] row-major (re-laid out from FlashMLA's layout if used)
+  unsigned device_errors = 0;
+};
+
+// Device copies of one case's inputs and outputs.
+struct DeviceCase {
+  DeviceBuffer q, cache, block_table, seqlens, out, lse, workspace;
+};
+
+DecodeArgs device_args(const DecodeData& d, DeviceCase& dc, int device) {
+  DecodeArgs a = d.host_args();
+  auto to_device = [device](TensorView v, void* ptr) {
+    v.data = ptr;
+    v.device = DeviceType::kCUDA;
+    v.device_id = device;
+    return v;
+  };
+  a.q = to_device(a.q, dc.q.get());
+  a.kv.data = to_device(a.kv.data, dc.cache.get());
+  a.block_table = to_device(a.block_table, dc.block_table.get());
+  a.cache_seqlens = to_device(a.cache_seqlens, dc.seqlens.get());
+  const int b = d.shape.batch_size, s = d.shape.q_len, h = d.shape.num_heads;
+  a.out = make_tensor(dc.out.get(), d.shape.q_dtype, {b, s, h, 512}, DeviceType::kCUDA, device);
+  if (d.c.lse_flashmla_layout) {
+    a.lse = make_tensor_strided(dc.lse.get(), DType::kFloat32, {b, s, h}, {int64_t(h) * s, 1, s}, DeviceType::kCUDA,
+                                device);
+  } else {
+    a.lse = make_tensor(dc.lse.get(), DType::kFloat32, {b, s, h}, DeviceType::kCUDA, device);
+  }
+  return a;
+}
+
+DeviceCase upload_case(const DecodeData& d) {
+  DeviceCase dc;
+  dc.q = upload(d.q);
+  dc.cache = upload(d.cache);
+  dc.block_table = upload(d.block_table);
+  dc.seqlens = upload(d.seqlens);
+  const size_t rows = size_t(d.shape.batch_size) * d.shape.q_len * d.shape.num_heads;
+  dc.out = DeviceBuffer(rows * 512 * 2);
+  dc.lse = DeviceBuffer(rows * sizeof(float));
+  return dc;
+}
+
+void poison_outputs(DeviceCase& dc) {
+  OPENMLA_TEST_CUDA(cudaMemset(dc.out.get(), 0xFF, dc.out.bytes()));  // bf16/fp16 NaN
+  OPENMLA_TEST_CUDA(cudaMemset(dc.lse.get(), 0xFF, dc.lse.bytes()));  // float NaN
+}
+
+GpuDecodeResult read_results(const DecodeData& d, DeviceCase& dc) {
+  GpuDecodeResult r;
+  r.out = download<uint16_t>(dc.out);
+  std::vector<float> raw = download<float>(dc.lse);
+  const int b = d.shape.batch_size, s = d.shape.q_len, h = d.shape.num_heads;
+  r.lse.resize(raw.size());
+  for (int i = 0; i < b; ++i)
+    for (int j = 0; j < s; ++j)
+      for (int k = 0; k < h; ++k) {
+        const size_t dst = (size_t(i) * s + j) * h + k;
+        const size_t src = d.c.lse_flashmla_layout ? (size_t(i) * h + k) * s + j : dst;
+        r.lse[dst] = raw[src];
+      }
+  return r;
+}
+
+GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  DecodePlan plan(d.shape, opt, device);
+  DeviceCase dc = upload_case(d);
+  dc.workspace = DeviceBuffer(plan.workspace_bytes());
+  DecodePlan::reset_device_errors(dc.workspace.get(), nullptr);
+  poison_outputs(dc);
+  DecodeArgs a = device_args(d, dc, device);
+  plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), nullptr);
+  plan.run(a, dc.workspace.get(), dc.workspace.bytes(), nullptr);
+  OPENMLA_TEST_CUDA(cudaGetLastError());
+  GpuDecodeResult r = read_results(d, dc);
+  r.device_errors = DecodePlan::read_device_errors(dc.workspace.get(), nullptr);
+  return r;
+}
+
+void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}) {
+  SCOPED_TRACE(c.describe());
+  DecodeData d = make_decode_data(c);
+  ReferenceResult ref = run_reference(d);
+  GpuDecodeResult gpu = run_gpu(d, opt);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+  EXPECT_TRUE(cmp.ok) << cmp.message;
+  EXPECT_EQ(gpu.device_errors, ref.device_errors)
+      << "device errors " << describe_device_errors(gpu.device_errors) << " vs reference "
+      << describe_device_errors(ref.device_errors);
+}
+
+std::vector<int> random_lengths(int b, int max_len, uint64_t seed, bool allow_zero) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> dist(allow_zero ? 0 : 1, max_len);
+  std::vector<int> v(b);
+  for (int& x : v) x = dist(rng);
+  return v;
+}
+
+uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct ShapeParam {
+  int q_len;
+  int num_heads;
+  bool causal;
+  DType dtype;
+};
+
+class DecodeShapes : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(DecodeShapes, EdgeLengthsMatchReference) {
+  const ShapeParam sp = GetParam();
+  DecodeCase c;
+  c.q_len = sp.q_len;
+  c.num_heads = sp.num_heads;
+  c.causal = sp.causal;
+  c.q_dtype = sp.dtype;
+  c.kv_format = sp.dtype == DType::kBFloat16 ? KVFormat::kBF16 : KVFormat::kFP16;
+  // Lengths 0, 1, < 64, = 64, > 64, non-multiples; all >= s_q under causal (else a guard fires).
+  const int lo = (sp.causal && sp.q_len > 1) ? sp.q_len : 0;
+  c.seqlens = {std::max(lo, 0), std::max(lo, 1), 17, 63, 64, 65, 128, 200, 1000};
+  c.batch_size = static_cast<int>(c.seqlens.size());
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+}
+
+std::vector<ShapeParam> all_shapes() {
+  std::vector<ShapeParam> v;
+  for (int h : {8, 16, 32, 64, 128})
+    for (int s : {1, 2, 4, 8})
+      for (bool causal : {true, false}) {
+        if (s == 1 && !causal) continue;
+        v.push_back({s, h, causal, DType::kBFloat16});
+      }
+  for (int h : {16, 128}) v.push_back({2, h, true, DType::kFloat16});
+  v.push_back({16, 8, true, DType::kBFloat16});
+  v.push_back({16, 16, true, DType::kFloat16});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSupported, DecodeShapes, ::testing::ValuesIn(all_shapes()),
+                         [](const ::testing::TestParamInfo<ShapeParam>& info) {
+                           const ShapeParam& p = info.param;
+                           return "sq" + std::to_string(p.q_len) + "_hq" + std::to_string(p.num_heads) +
+                                  (p.causal ? "_causal" : "_full") + (p.dtype == DType::kBFloat16 ? "_bf16" : "_fp16");
+                         });
+
+TEST(Decode, LargeBatchRandomLengths) {
+  DecodeCase c;
+  c.batch_size = 128;
+  c.q_len = 1;
+  c.num_heads = 16;
+  c.seed = fresh_seed();
+  c.seqlens = random_lengths(c.batch_size, 700, c.seed, /*allow_zero=*/true);
+  expect_matches_reference(c);
+}
+
+TEST(Decode, LargeBatchCausalMtp) {
+  DecodeCase c;
+  c.batch_size = 128;
+  c.q_len = 4;
+  c.num_heads = 16;
+  c.causal = true;
+  c.seed = fresh_seed();
+  c.seqlens = random_lengths(c.batch_size, 300, c.seed, false);
+  for (int& x : c.seqlens) x = std::max(x, c.q_len);
+  expect_matches_reference(c);
+}
+
+TEST(Decode, ManyHeadsMtpEightCausal) {
+  DecodeCase c;
+  c.batch_size = 3;
+  c.q_len = 8;
+  c.num_heads = 128;
+  c.causal = true;
+  c.seqlens = {8, 333, 1500};
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+}
+
+TEST(Decode, LongSingleRequestSplitWide) {
+  DecodeCase c;
+  c.batch_size = 1;
+  c.num_heads = 16;
+  c.seqlens = {20000};
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+}
+
+TEST(Decode, ScheduleIndependentOfPartCount) {
+  // The same inputs over 1 part (no split), a few, and many more parts than work: equal results
+  // within tolerance, and every variant matches the reference.
+  DecodeCase c;
+  c.batch_size = 5;
+  c.q_len = 2;
+  c.num_heads = 64;
+  c.seqlens = {2, 70, 640, 1, 3000};
+  c.seed = fresh_seed();
+  for (int parts : {1, 3, 7, 64, 500}) {
+    SCOPED_TRACE("num_parts=" + std::to_string(parts));
+    DecodeOptions opt;
+    opt.num_parts = parts;
+    expect_matches_reference(c, opt);
+  }
+}
+
+TEST(Decode, EveryPortableTileMatchesReference) {
+  // The auto choice picks one tile per device; force each one (those that fit this device) so the
+  // tiles meant for sm80 / sm86 are tested on whatever GPU runs the suite.
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  for (int tile = 0; tile < detail::kNumPortableTiles; ++tile) {
+    const auto t = static_cast<detail::PortableTile>(tile);
+    if (detail::portable_tile_smem_bytes(t) > prop.sharedMemPerBlockOptin) continue;
+    SCOPED_TRACE(detail::portable_tile_name(t));
+    DecodeOptions opt;
+    opt.portable_tile = tile;
+    for (int heads : {16, 128}) {
+      DecodeCase c;
+      c.batch_size = 4;
+      c.q_len = 2;
+      c.num_heads = heads;
+      c.causal = true;
+      c.seqlens = {2, 33, 64, 1000};
+      c.seed = fresh_seed();
+      expect_matches_reference(c, opt);
+    }
+  }
+}
+
+TEST(Decode, FlashMlaLseLayoutAndPaddedPages) {
+  DecodeCase c;
+  c.batch_size = 4;
+  c.q_len = 2;
+  c.num_heads = 32;
+  c.seqlens = {5, 64, 129, 777};
+  c.lse_flashmla_layout = true;
+  c.page_pad_tokens = 1;  // FlashMLA's tests pad each page by one token
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+}
+
+TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
+  // Request 1: negative length; 2: beyond the block table; 3: causal with seqlen < s_q;
+  // 4: an out-of-range page id in its table. Requests 0 and 5 must be unaffected.
+  DecodeCase c;
+  c.batch_size = 6;
+  c.q_len = 2;
+  c.num_heads = 16;
+  c.causal = true;
+  c.seqlens = {100, -5, 100000, 1, 300, 90};
+  c.seed = fresh_seed();
+  DecodeData d = make_decode_data(c);
+  d.block_table[4 * d.max_pages + 2] = d.num_pages + 7;  // third page of request 4
+  ReferenceResult ref = run_reference(d);
+  GpuDecodeResult gpu = run_gpu(d);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+  EXPECT_TRUE(cmp.ok) << cmp.message;
+  const unsigned expected = kDeviceErrorNegativeSeqlen | kDeviceErrorSeqlenBeyondTable |
+                            kDeviceErrorSeqlenBelowQueryLen | kDeviceErrorPageIdOutOfRange;
+  EXPECT_EQ(gpu.device_errors, expected) << describe_device_errors(gpu.device_errors);
+  EXPECT_EQ(ref.device_errors, expected) << describe_device_errors(ref.device_errors);
+  const size_t row_elems = size_t(c.q_len) * c.num_heads;
+  for (int r : {0, 5})
+    for (size_t i = 0; i < row_elems; ++i) EXPECT_FALSE(std::isnan(gpu.lse[r * row_elems + i])) << "request " << r;
+  for (int r : {1, 2, 3, 4})
+    for (size_t i = 0; i < row_elems; ++i) EXPECT_TRUE(std::isnan(gpu.lse[r * row_elems + i])) << "request " << r;
+}
+
+TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  DecodeCase c;
+  c.batch_size = 8;
+  c.q_len = 2;
+  c.num_heads = 64;
+  c.seqlens = {1000, 900, 800, 700, 600, 500, 400, 300};  // capacity for every later length
+  c.seed = fresh_seed();
+  DecodeData d = make_decode_data(c);
+  DecodePlan plan(d.shape, {}, device);
+  DeviceCase dc = upload_case(d);
+  dc.workspace = DeviceBuffer(plan.workspace_bytes());
+  Stream stream;
+  DecodePlan::reset_device_errors(dc.workspace.get(), stream.get());
+  DecodeArgs a = device_args(d, dc, device);
+
+  cudaGraph_t graph;
+  OPENMLA_TEST_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+  plan.run(a, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+  OPENMLA_TEST_CUDA(cudaStreamEndCapture(stream.get(), &graph));
+  cudaGraphExec_t exec;
+  OPENMLA_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+
+  std::mt19937_64 rng(c.seed);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int> lens(c.batch_size);
+    for (int i = 0; i < c.batch_size; ++i)
+      lens[i] = std::uniform_int_distribution<int>(c.q_len, d.seqlens[i])(rng);
+    if (step == 3) lens[2] = 0 + c.q_len;  // shortest legal causal length
+    OPENMLA_TEST_CUDA(cudaMemcpy(dc.seqlens.get(), lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+
+    poison_outputs(dc);
+    OPENMLA_TEST_CUDA(cudaGraphLaunch(exec, stream.get()));
+    OPENMLA_TEST_CUDA(cudaStreamSynchronize(stream.get()));
+    GpuDecodeResult replay = read_results(d, dc);
+
+    poison_outputs(dc);
+    plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+    plan.run(a, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+    OPENMLA_TEST_CUDA(cudaStreamSynchronize(stream.get()));
+    GpuDecodeResult eager = read_results(d, dc);
+
+    ASSERT_EQ(0, std::memcmp(replay.out.data(), eager.out.data(), replay.out.size() * 2)) << "step " << step;
+    ASSERT_EQ(0, std::memcmp(replay.lse.data(), eager.lse.data(), replay.lse.size() * 4)) << "step " << step;
+
+    // And both are right for the new lengths.
+    DecodeData now = d;
+    now.seqlens = lens;
+    now.c.seqlens = lens;
+    ReferenceResult ref = run_reference(now);
+    CompareResult cmp = compare_decode(now, ref, eager.out, eager.lse);
+    EXPECT_TRUE(cmp.ok) << "step " << step << ": " << cmp.message;
+  }
+  EXPECT_EQ(DecodePlan::read_device_errors(dc.workspace.get(), stream.get()), 0u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  DecodeCase c;
+  c.batch_size = 2;
+  c.num_heads = 16;
+  c.seqlens = {10, 20};
+  DecodeData d = make_decode_data(c);
+  DecodeShape other = d.shape;
+  other.num_heads = 32;
+  DecodePlan plan(other, {}, device);
+  DeviceCase dc = upload_case(d);
+  dc.workspace = DeviceBuffer(plan.workspace_bytes());
+  DecodeArgs a = device_args(d, dc, device);
+  try {
+    plan.run(a, dc.workspace.get(), dc.workspace.bytes(), nullptr);
+    FAIL() << "expected openmla::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
+  }
+  try {
+    plan.run(a, dc.workspace.get(), dc.workspace.bytes() / 2, nullptr);
+    FAIL() << "expected openmla::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace openmla::testing

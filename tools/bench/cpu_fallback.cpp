@@ -1,0 +1,117 @@
+#include "cpu_fallback.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "openmla/error.h"
+#include "openmla/fp8.h"
+#include "openmla/reference.h"
+
+namespace openmla::bench {
+namespace {
+
+constexpr int kBatch = 2, kQueryLen = 2, kHeads = 16, kSeqlen = 300;
+
+struct FormatRun {
+  double ms = 0.0;
+  double checksum = 0.0;  // sum of out plus the sum of lse
+  unsigned device_errors = 0;
+};
+
+FormatRun run_format(KVFormat format, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const DType q_dtype = format == KVFormat::kFP16 ? DType::kFloat16 : DType::kBFloat16;
+  const DType cache_dtype = format == KVFormat::kBF16 ? DType::kBFloat16
+                            : format == KVFormat::kFP16 ? DType::kFloat16
+                                                        : DType::kUInt8;
+  const int row = format == KVFormat::kFP8DsMla ? kDsMlaBytesPerToken : kHeadDimQK;
+  const int blocks = (kSeqlen + kPageSize - 1) / kPageSize;
+  const int num_pages = kBatch * blocks;
+
+  // Block table: a random permutation of the pages.
+  std::vector<int32_t> table(num_pages);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<int32_t> seqlens(kBatch, kSeqlen);
+
+  // KV from N(0, 1), written into the paged cache by the reference writer (every format).
+  const int tokens = kBatch * kSeqlen;
+  std::vector<float> latent(static_cast<size_t>(tokens) * kHeadDimV), rope(static_cast<size_t>(tokens) * kRopeDim);
+  for (float& x : latent) x = normal(rng);
+  for (float& x : rope) x = normal(rng);
+  std::vector<int32_t> slots(tokens);
+  for (int r = 0; r < kBatch; ++r) {
+    for (int t = 0; t < kSeqlen; ++t) slots[r * kSeqlen + t] = table[r * blocks + t / kPageSize] * kPageSize + t % kPageSize;
+  }
+  std::vector<uint8_t> cache(static_cast<size_t>(num_pages) * kPageSize * row * dtype_size(cache_dtype));
+  KVCache kv;
+  kv.format = format;
+  kv.data = make_tensor(cache.data(), cache_dtype, {num_pages, kPageSize, row});
+  WriteKVArgs w;
+  w.kv_latent = make_tensor(latent.data(), DType::kFloat32, {tokens, kHeadDimV});
+  w.k_rope = make_tensor(rope.data(), DType::kFloat32, {tokens, kRopeDim});
+  w.slots = make_tensor(slots.data(), DType::kInt32, {tokens});
+  w.cache = kv;
+  reference::write_kv(w);
+
+  std::vector<uint16_t> q(static_cast<size_t>(kBatch) * kQueryLen * kHeads * kHeadDimQK);
+  for (uint16_t& bits : q) {
+    const float x = normal(rng);
+    bits = q_dtype == DType::kFloat16 ? fp8::float_to_fp16(x) : fp8::float_to_bf16(x);
+  }
+  std::vector<float> out(static_cast<size_t>(kBatch) * kQueryLen * kHeads * kHeadDimV);
+  std::vector<float> lse(static_cast<size_t>(kBatch) * kQueryLen * kHeads);
+
+  DecodeShape shape;
+  shape.batch_size = kBatch;
+  shape.q_len = kQueryLen;
+  shape.num_heads = kHeads;
+  shape.q_dtype = q_dtype;
+  shape.kv_format = format;
+  shape.causal = true;
+  DecodeArgs args;
+  args.q = make_tensor(q.data(), q_dtype, {kBatch, kQueryLen, kHeads, kHeadDimQK});
+  args.kv = kv;
+  args.block_table = make_tensor(table.data(), DType::kInt32, {kBatch, blocks});
+  args.cache_seqlens = make_tensor(seqlens.data(), DType::kInt32, {kBatch});
+  args.softmax_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDimQK));
+  args.out = make_tensor(out.data(), DType::kFloat32, {kBatch, kQueryLen, kHeads, kHeadDimV});
+  args.lse = make_tensor(lse.data(), DType::kFloat32, {kBatch, kQueryLen, kHeads});
+
+  FormatRun result;
+  const auto start = std::chrono::steady_clock::now();
+  result.device_errors = reference::decode(args, shape);
+  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (float x : out) result.checksum += x;
+  for (float x : lse) result.checksum += x;
+  return result;
+}
+
+}  // namespace
+
+int run_cpu_reference_demo(std::FILE* out, uint64_t seed) {
+  std::fprintf(out, "CPU reference decode (float64 accumulation): b=%d s_q=%d h_q=%d s_k=%d, causal, pages of %d "
+               "in a shuffled block table, q and KV from N(0,1)\n",
+               kBatch, kQueryLen, kHeads, kSeqlen, kPageSize);
+  std::fprintf(out, "  %-11s %10s %22s\n", "format", "time ms", "checksum (out + lse)");
+  int status = 0;
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+    try {
+      const FormatRun r = run_format(f, seed);
+      std::fprintf(out, "  %-11s %10.1f %22.9e%s\n", kv_format_name(f), r.ms, r.checksum,
+                   r.device_errors ? "  (device errors raised)" : "");
+      if (r.device_errors || !std::isfinite(r.checksum)) status = 1;
+    } catch (const Error& e) {
+      std::fprintf(out, "  %-11s failed: %s\n", kv_format_name(f), e.what());
+      status = 1;
+    }
+  }
+  return status;
+}
+
+}  // namespace openmla::bench

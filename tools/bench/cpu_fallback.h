@@ -1,0 +1,13 @@
+// openmla-bench on a machine without a CUDA GPU: the CPU reference on a small case, every format.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+namespace openmla::bench {
+
+// b = 2, s_q = 2 (causal), h_q = 16, s_k = 300: prints each format's time and an output checksum.
+// Returns the process exit code (0, or 1 when the reference fails).
+int run_cpu_reference_demo(std::FILE* out, uint64_t seed);
+
+}  // namespace openmla::bench

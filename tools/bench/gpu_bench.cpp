@@ -1,0 +1,465 @@
+#include "gpu_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "anchors.h"
+#include "core/check.h"
+#include "fill.h"
+#include "openmla/error.h"
+#include "openmla/fp8.h"
+#include "openmla/reference.h"
+#include "openmla/write_kv.h"
+
+namespace openmla::bench {
+namespace {
+
+constexpr int kFillChunkPages = 1024;      // pages converted per write_kv call while filling
+constexpr int kMaxInputSets = 4096;        // graph size bound for tiny configs
+constexpr int32_t kUnusedTableEntry = 2147480000;  // out of range, as FlashMLA's tests use
+constexpr int kWarmupReplays = 2;
+constexpr double kCopyCeilingBytes = 1024.0 * (1 << 20);
+constexpr int kCopyRepeats = 10;
+
+// Owning device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) OPENMLA_CUDA_CHECK(cudaMalloc(&data_, bytes_));
+  }
+  ~DeviceBuffer() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return data_; }
+  uint8_t* bytes_ptr() const { return static_cast<uint8_t*>(data_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Event {
+ public:
+  Event() { OPENMLA_CUDA_CHECK(cudaEventCreate(&event_)); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Graph and its executable, destroyed together.
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+DType q_dtype_for(KVFormat f) { return f == KVFormat::kFP16 ? DType::kFloat16 : DType::kBFloat16; }
+
+// Cache tensor dtype and row width (elements) of a format.
+DType cache_dtype_for(KVFormat f) {
+  switch (f) {
+    case KVFormat::kBF16: return DType::kBFloat16;
+    case KVFormat::kFP16: return DType::kFloat16;
+    case KVFormat::kFP8E4M3: return DType::kFloat8E4M3;
+    case KVFormat::kFP8DsMla: return DType::kUInt8;
+  }
+  return DType::kUndefined;
+}
+int cache_row_elems(KVFormat f) { return f == KVFormat::kFP8DsMla ? kDsMlaBytesPerToken : kHeadDimQK; }
+
+KVCache cache_view(void* data, int64_t num_pages, KVFormat format, DeviceType device, int device_id) {
+  KVCache kv;
+  kv.format = format;
+  kv.scale = 1.0f;  // N(0, 1) values fit e4m3's range as they are
+  kv.data = make_tensor(data, cache_dtype_for(format), {num_pages, kPageSize, cache_row_elems(format)},
+                        device, device_id);
+  return kv;
+}
+
+int blocks_of(int seqlen) { return (seqlen + kPageSize - 1) / kPageSize; }
+
+// One input set's device tensors, and its block table on the host (the check reads it).
+struct InputSet {
+  DeviceBuffer q, kv, block_table, out, lse;
+  std::vector<int32_t> host_block_table;
+};
+
+// Everything the background check needs, copied to the host.
+struct CheckJob {
+  DecodeShape shape;  // reduced: the sampled requests and heads
+  float softmax_scale = 0.f;
+  int num_pages = 0, max_pages = 0;
+  std::vector<uint16_t> q;       // [S, s_q, heads, 576]
+  std::vector<uint8_t> cache;    // [num_pages, 64, row]
+  std::vector<int32_t> block_table, seqlens;
+  std::vector<uint16_t> gpu_out;  // [S, s_q, heads, 512]
+  std::vector<float> gpu_lse;     // [S, s_q, heads]
+};
+
+float to_float(uint16_t bits, DType t) {
+  return t == DType::kFloat16 ? fp8::fp16_to_float(bits) : fp8::bf16_to_float(bits);
+}
+
+CheckOutcome run_check(const CheckJob& job) {
+  CheckOutcome outcome;
+  outcome.requests = job.shape.batch_size;
+  outcome.heads = job.shape.num_heads;
+  try {
+    const int s = job.shape.batch_size, s_q = job.shape.q_len, h = job.shape.num_heads;
+    std::vector<uint16_t> q = job.q;
+    std::vector<uint8_t> cache = job.cache;
+    std::vector<int32_t> table = job.block_table, seqlens = job.seqlens;
+    std::vector<float> out(static_cast<size_t>(s) * s_q * h * kHeadDimV);
+    std::vector<float> lse(static_cast<size_t>(s) * s_q * h);
+    DecodeArgs args;
+    args.q = make_tensor(q.data(), job.shape.q_dtype, {s, s_q, h, kHeadDimQK});
+    args.kv = cache_view(cache.data(), job.num_pages, job.shape.kv_format, DeviceType::kCPU, 0);
+    args.block_table = make_tensor(table.data(), DType::kInt32, {s, job.max_pages});
+    args.cache_seqlens = make_tensor(seqlens.data(), DType::kInt32, {s});
+    args.softmax_scale = job.softmax_scale;
+    args.out = make_tensor(out.data(), DType::kFloat32, {s, s_q, h, kHeadDimV});
+    args.lse = make_tensor(lse.data(), DType::kFloat32, {s, s_q, h});
+    reference::decode(args, job.shape);
+
+    double worst_out = 0.0, worst_lse = 0.0;
+    const size_t rows_per_request = static_cast<size_t>(s_q) * h;
+    for (int r = 0; r < s; ++r) {
+      double max_ref = 0.0, max_diff = 0.0;
+      for (size_t i = r * rows_per_request * kHeadDimV; i < (r + 1) * rows_per_request * kHeadDimV; ++i) {
+        const double got = to_float(job.gpu_out[i], job.shape.q_dtype);
+        const double diff = std::fabs(got - out[i]);
+        max_ref = std::max(max_ref, std::fabs(static_cast<double>(out[i])));
+        max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
+      }
+      worst_out = std::max(worst_out, max_ref > 0 ? max_diff / max_ref : max_diff);
+      for (size_t i = r * rows_per_request; i < (r + 1) * rows_per_request; ++i) {
+        const double ref = lse[i], got = job.gpu_lse[i];
+        if (std::isinf(ref) && got == ref) continue;  // empty rows: -inf on both sides
+        const double err = std::fabs(got - ref) / std::max(1.0, std::fabs(ref));
+        worst_lse = std::isnan(err) ? INFINITY : std::max(worst_lse, err);
+      }
+    }
+    outcome.max_rel_err = worst_out;
+    outcome.max_lse_err = worst_lse;
+  } catch (const std::exception& e) {
+    outcome.error = e.what();
+  }
+  return outcome;
+}
+
+template <typename T>
+void download(std::vector<T>& dst, const void* src, size_t count, cudaStream_t stream) {
+  dst.resize(count);
+  OPENMLA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+}
+
+}  // namespace
+
+// Reused across configs: the source tokens write_kv converts into each set's cache.
+struct GpuBench::Scratch {
+  DeviceBuffer source;  // [kFillChunkPages * 64, 576] bf16
+  DeviceBuffer slots;   // [kFillChunkPages * 64] int32: 0, 1, 2, ...
+};
+
+GpuBench::GpuBench(const GpuBenchOptions& options) : options_(options), scratch_(std::make_unique<Scratch>()) {
+  OPENMLA_CUDA_CHECK(cudaSetDevice(options_.device));
+  OPENMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop_, options_.device));
+  OPENMLA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (options_.memory_budget_bytes <= 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    OPENMLA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    options_.memory_budget_bytes = 0.8 * static_cast<double>(free_bytes);
+  }
+  constexpr int64_t kChunkTokens = int64_t{kFillChunkPages} * kPageSize;
+  scratch_->source = DeviceBuffer(kChunkTokens * kHeadDimQK * sizeof(uint16_t));
+  std::vector<int32_t> iota(kChunkTokens);
+  std::iota(iota.begin(), iota.end(), 0);
+  scratch_->slots = DeviceBuffer(iota.size() * sizeof(int32_t));
+  OPENMLA_CUDA_CHECK(cudaMemcpy(scratch_->slots.get(), iota.data(), scratch_->slots.bytes(), cudaMemcpyHostToDevice));
+  options_.memory_budget_bytes -= static_cast<double>(scratch_->source.bytes() + scratch_->slots.bytes());
+}
+
+GpuBench::~GpuBench() {
+  scratch_.reset();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void GpuBench::describe_device(RunInfo& info) const {
+  info.device_name = prop_.name;
+  info.compute_major = prop_.major;
+  info.compute_minor = prop_.minor;
+  info.num_sms = prop_.multiProcessorCount;
+  info.device_memory_gb = static_cast<double>(prop_.totalGlobalMem) / 1e9;
+}
+
+Ceilings GpuBench::measure_ceilings() {
+  Ceilings c;
+  const size_t bytes = static_cast<size_t>(kCopyCeilingBytes);
+  if (2.0 * bytes > options_.memory_budget_bytes) return c;
+  DeviceBuffer src(bytes), dst(bytes);
+  OPENMLA_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, bytes, stream_));
+  Event start, stop;
+  std::vector<double> ms;
+  for (int i = 0; i < kCopyRepeats + 1; ++i) {
+    OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+    OPENMLA_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+    OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+    OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float elapsed = 0.f;
+    OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start.get(), stop.get()));
+    if (i > 0) ms.push_back(elapsed);  // the first copy warms up
+  }
+  c.copy_bytes = static_cast<double>(bytes);
+  c.copy_gbps = 2.0 * c.copy_bytes / (median(ms) * 1e-3) / 1e9;
+  return c;
+}
+
+TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
+  TimedConfig timed;
+  BenchResult& r = timed.result;
+  r.config = config;
+  r.format = format;
+  r.backend = backend_name(options_.backend);
+  r.anchor_kernel = anchor_kernel_for(format);
+
+  const std::vector<int> seqlens = config_seqlens(config, options_.seed);
+  const WorkCount work = count_work(config, seqlens, format);
+  r.total_seqlen = work.total_seqlen;
+  r.mean_seqlen = static_cast<double>(work.total_seqlen) / config.batch_size;
+  r.max_seqlen = *std::max_element(seqlens.begin(), seqlens.end());
+
+  try {
+    DecodeShape shape;
+    shape.batch_size = config.batch_size;
+    shape.q_len = config.q_len;
+    shape.num_heads = config.num_heads;
+    shape.q_dtype = q_dtype_for(format);
+    shape.kv_format = format;
+    shape.causal = config.causal();
+    DecodeOptions decode_options;
+    decode_options.backend = options_.backend;
+    decode_options.num_parts = options_.num_parts;
+    const DecodePlan plan(shape, decode_options, options_.device);
+    r.backend = backend_name(plan.backend());
+
+    // Sizes of one input set.
+    const int b = config.batch_size, s_q = config.q_len, h_q = config.num_heads;
+    int64_t num_pages = 0;
+    int max_pages = 0;
+    for (int len : seqlens) {
+      num_pages += blocks_of(len);
+      max_pages = std::max(max_pages, blocks_of(len));
+    }
+    const int64_t page_bytes = int64_t{kPageSize} * kv_bytes_per_token(format);
+    const int64_t rows = int64_t{b} * s_q * h_q;
+    const size_t q_bytes = rows * kHeadDimQK * 2, out_bytes = rows * kHeadDimV * 2, lse_bytes = rows * 4;
+    const size_t table_bytes = static_cast<size_t>(b) * max_pages * 4;
+    const double kv_bytes = static_cast<double>(num_pages * page_bytes);
+    r.set_bytes = kv_bytes + q_bytes + out_bytes + lse_bytes + table_bytes;
+
+    const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b;
+    int sets = static_cast<int>(std::ceil(options_.min_kv_bytes_per_pass / kv_bytes));
+    sets = std::clamp(sets, 2, kMaxInputSets);
+    if (sets * r.set_bytes > budget) sets = static_cast<int>(budget / r.set_bytes);
+    if (sets < 2) {
+      detail::fail(Status::kUnsupported, "memory: 2 input sets need ", 2 * r.set_bytes / 1e9,
+                   " GB, the budget is ", budget / 1e9, " GB");
+    }
+    r.input_sets = sets;
+    r.kv_bytes_per_pass = sets * kv_bytes;
+    r.replays = options_.replays;
+
+    // Shared by every set: the lengths, and the schedule plan() writes from them (one plan, as an
+    // engine plans once per step for all layers).
+    DeviceBuffer seqlens_dev(seqlens.size() * sizeof(int32_t));
+    OPENMLA_CUDA_CHECK(cudaMemcpyAsync(seqlens_dev.get(), seqlens.data(), seqlens_dev.bytes(),
+                                       cudaMemcpyHostToDevice, stream_));
+    DeviceBuffer workspace(plan.workspace_bytes());
+    const TensorView seqlens_view = make_tensor(seqlens_dev.get(), DType::kInt32, {b}, DeviceType::kCUDA,
+                                                options_.device);
+
+    // Input sets: q and KV from N(0, 1) (KV through write_kv, so every format holds the same
+    // distribution), each block table a random permutation of the set's own pages.
+    std::vector<InputSet> inputs(sets);
+    std::mt19937_64 rng(options_.seed ^ 0x5EEDull);
+    uint64_t fill_seed = options_.seed * 1000003ull;
+    for (int i = 0; i < sets; ++i) {
+      InputSet& set = inputs[i];
+      set.q = DeviceBuffer(q_bytes);
+      set.kv = DeviceBuffer(static_cast<size_t>(num_pages * page_bytes));
+      set.block_table = DeviceBuffer(table_bytes);
+      set.out = DeviceBuffer(out_bytes);
+      set.lse = DeviceBuffer(lse_bytes);
+      fill_normal(set.q.get(), shape.q_dtype, rows * kHeadDimQK, ++fill_seed, stream_);
+      for (int64_t p0 = 0; p0 < num_pages; p0 += kFillChunkPages) {
+        const int64_t pages = std::min<int64_t>(kFillChunkPages, num_pages - p0);
+        const int64_t tokens = pages * kPageSize;
+        fill_normal(scratch_->source.get(), DType::kBFloat16, tokens * kHeadDimQK, ++fill_seed, stream_);
+        WriteKVArgs w;
+        w.kv_latent = make_tensor_strided(scratch_->source.get(), DType::kBFloat16, {tokens, kHeadDimV},
+                                          {kHeadDimQK, 1}, DeviceType::kCUDA, options_.device);
+        w.k_rope = make_tensor_strided(static_cast<uint16_t*>(scratch_->source.get()) + kHeadDimV,
+                                       DType::kBFloat16, {tokens, kRopeDim}, {kHeadDimQK, 1},
+                                       DeviceType::kCUDA, options_.device);
+        w.slots = make_tensor(scratch_->slots.get(), DType::kInt32, {tokens}, DeviceType::kCUDA, options_.device);
+        w.cache = cache_view(set.kv.bytes_ptr() + p0 * page_bytes, pages, format, DeviceType::kCUDA,
+                             options_.device);
+        write_kv(w, stream_);
+      }
+      std::vector<int32_t> perm(static_cast<size_t>(num_pages));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      set.host_block_table.assign(static_cast<size_t>(b) * max_pages, kUnusedTableEntry);
+      int64_t next = 0;
+      for (int req = 0; req < b; ++req) {
+        for (int j = 0; j < blocks_of(seqlens[req]); ++j) set.host_block_table[req * max_pages + j] = perm[next++];
+      }
+      OPENMLA_CUDA_CHECK(cudaMemcpyAsync(set.block_table.get(), set.host_block_table.data(), table_bytes,
+                                         cudaMemcpyHostToDevice, stream_));
+      // The pageable copy above returns before the transfer is done; keep the host vector alive
+      // (it is) and finish before it could be touched again.
+      OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
+    const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDimQK));
+    std::vector<DecodeArgs> args(sets);
+    for (int i = 0; i < sets; ++i) {
+      DecodeArgs& a = args[i];
+      a.q = make_tensor(inputs[i].q.get(), shape.q_dtype, {b, s_q, h_q, kHeadDimQK}, DeviceType::kCUDA,
+                        options_.device);
+      a.kv = cache_view(inputs[i].kv.get(), num_pages, format, DeviceType::kCUDA, options_.device);
+      a.block_table = make_tensor(inputs[i].block_table.get(), DType::kInt32, {b, max_pages}, DeviceType::kCUDA,
+                                  options_.device);
+      a.cache_seqlens = seqlens_view;
+      a.softmax_scale = softmax_scale;
+      a.out = make_tensor(inputs[i].out.get(), shape.q_dtype, {b, s_q, h_q, kHeadDimV}, DeviceType::kCUDA,
+                          options_.device);
+      a.lse = make_tensor(inputs[i].lse.get(), DType::kFloat32, {b, s_q, h_q}, DeviceType::kCUDA,
+                          options_.device);
+    }
+
+    // Planning: once, outside the timed region.
+    DecodePlan::reset_device_errors(workspace.get(), stream_);
+    plan.plan(seqlens_view, workspace.get(), workspace.bytes(), stream_);
+    // Warm-up, eagerly (also surfaces launch errors outside a capture).
+    for (int i = 0; i < sets; ++i) plan.run(args[i], workspace.get(), workspace.bytes(), stream_);
+    OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+    Graph graph;
+    OPENMLA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < sets; ++i) plan.run(args[i], workspace.get(), workspace.bytes(), stream_);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph.graph);
+      throw;
+    }
+    OPENMLA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph.graph));
+    OPENMLA_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+    for (int i = 0; i < kWarmupReplays; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+
+    Event start, stop;
+    std::vector<double> per_call_us;
+    for (int i = 0; i < options_.replays; ++i) {
+      OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+      OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+      OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+      OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0.f;
+      OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      per_call_us.push_back(1e3 * ms / sets);
+    }
+    r.time_us = median(per_call_us);
+    r.time_us_min = *std::min_element(per_call_us.begin(), per_call_us.end());
+    r.time_us_max = *std::max_element(per_call_us.begin(), per_call_us.end());
+    r.gbps = work.bytes / (r.time_us * 1e-6) / 1e9;
+    r.tflops = work.flops / (r.time_us * 1e-6) / 1e12;
+    r.device_errors = DecodePlan::read_device_errors(workspace.get(), stream_);
+
+    // Accuracy: the first requests of input set 0 and their first heads, against the reference.
+    const int samples = std::min(options_.check_samples, b);
+    if (samples > 0) {
+      const int heads = std::min(options_.check_heads, h_q);
+      const InputSet& set = inputs[0];
+      CheckJob job;
+      job.shape = shape;
+      job.shape.batch_size = samples;
+      job.shape.num_heads = heads;
+      job.softmax_scale = softmax_scale;
+      job.seqlens.assign(seqlens.begin(), seqlens.begin() + samples);
+      for (int req = 0; req < samples; ++req) job.max_pages = std::max(job.max_pages, blocks_of(seqlens[req]));
+      job.max_pages = std::max(job.max_pages, 1);
+      job.block_table.assign(static_cast<size_t>(samples) * job.max_pages, kUnusedTableEntry);
+      std::vector<int32_t> source_pages;
+      for (int req = 0; req < samples; ++req) {
+        for (int j = 0; j < blocks_of(seqlens[req]); ++j) {
+          job.block_table[req * job.max_pages + j] = static_cast<int32_t>(source_pages.size());
+          source_pages.push_back(set.host_block_table[req * max_pages + j]);
+        }
+      }
+      job.num_pages = static_cast<int>(source_pages.size());
+      job.cache.resize(source_pages.size() * page_bytes);
+      for (size_t p = 0; p < source_pages.size(); ++p) {
+        OPENMLA_CUDA_CHECK(cudaMemcpyAsync(job.cache.data() + p * page_bytes,
+                                           set.kv.bytes_ptr() + source_pages[p] * page_bytes, page_bytes,
+                                           cudaMemcpyDeviceToHost, stream_));
+      }
+      std::vector<uint16_t> q_all, out_all;
+      std::vector<float> lse_all;
+      const size_t sample_rows = static_cast<size_t>(samples) * s_q * h_q;
+      download(q_all, set.q.get(), sample_rows * kHeadDimQK, stream_);
+      download(out_all, set.out.get(), sample_rows * kHeadDimV, stream_);
+      download(lse_all, set.lse.get(), sample_rows, stream_);
+      OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      // Keep heads [0, heads) of every (request, token) row.
+      for (size_t row = 0; row < static_cast<size_t>(samples) * s_q; ++row) {
+        const size_t first = row * h_q;
+        job.q.insert(job.q.end(), q_all.begin() + first * kHeadDimQK, q_all.begin() + (first + heads) * kHeadDimQK);
+        job.gpu_out.insert(job.gpu_out.end(), out_all.begin() + first * kHeadDimV,
+                           out_all.begin() + (first + heads) * kHeadDimV);
+        job.gpu_lse.insert(job.gpu_lse.end(), lse_all.begin() + first, lse_all.begin() + first + heads);
+      }
+      timed.check = std::async(std::launch::async, [job = std::move(job)] { return run_check(job); }).share();
+    }
+
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess) detail::fail(Status::kCudaError, "after the config: ", cudaGetErrorString(last));
+  } catch (const Error& e) {
+    r.status = std::string(e.status() == Status::kUnsupported ? "unsupported: " : "error: ") + e.what();
+    if (e.status() == Status::kCudaError) {
+      // An asynchronous kernel fault leaves the context unusable: say so and let the caller stop.
+      const cudaError_t sticky = cudaDeviceSynchronize();
+      if (sticky != cudaSuccess) sticky_error_ = cudaGetErrorString(sticky);
+    }
+  }
+  return timed;
+}
+
+}  // namespace openmla::bench

@@ -1,0 +1,72 @@
+// Timing decode configurations on a CUDA GPU by the method of docs/benchmarking.md: R disjoint
+// input sets (>= 384 MiB of KV per pass), planning outside the timed region, the R decode calls
+// captured in one CUDA graph, per-call time = replay time / R, median over the replays. The
+// accuracy check against the CPU reference runs on a sampled subset in the background.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "bench_config.h"
+#include "openmla/decode.h"
+#include "report.h"
+
+namespace openmla::bench {
+
+struct GpuBenchOptions {
+  int device = 0;
+  Backend backend = Backend::kAuto;
+  int num_parts = 0;                          // DecodeOptions::num_parts (0 = automatic)
+  int replays = 10;                           // timed graph replays per config (>= 5)
+  double min_kv_bytes_per_pass = 384.0 * (1 << 20);  // 6.4x the H200's 60 MiB L2
+  double memory_budget_bytes = 0.0;           // 0: 80% of the free device memory at start
+  int check_samples = 2;                      // requests of input set 0 checked (0: no check)
+  int check_heads = 16;                       // first heads of each sampled request checked
+  uint64_t seed = 2026;
+};
+
+// Outcome of the background accuracy check of one config.
+struct CheckOutcome {
+  double max_rel_err = -1.0;
+  double max_lse_err = -1.0;
+  int requests = 0;
+  int heads = 0;
+  std::string error;  // non-empty when the check itself failed
+};
+
+struct TimedConfig {
+  BenchResult result;
+  std::shared_future<CheckOutcome> check;  // invalid when no check was started
+};
+
+class GpuBench {
+ public:
+  explicit GpuBench(const GpuBenchOptions& options);
+  ~GpuBench();
+  GpuBench(const GpuBench&) = delete;
+  GpuBench& operator=(const GpuBench&) = delete;
+
+  // Device facts for the report.
+  void describe_device(RunInfo& info) const;
+  // Device-to-device copy bandwidth (read + write counted), median of several copies.
+  Ceilings measure_ceilings();
+  // Times one config; failures (unsupported format/backend, memory) come back in result.status.
+  TimedConfig run(const BenchConfig& config, KVFormat format);
+  // A CUDA error that poisons the context (e.g. an illegal address) makes later configs
+  // meaningless; the caller stops when this returns non-empty.
+  std::string sticky_error() const { return sticky_error_; }
+
+ private:
+  struct Scratch;
+  GpuBenchOptions options_;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Scratch> scratch_;
+  std::string sticky_error_;
+};
+
+}  // namespace openmla::bench

@@ -1,0 +1,374 @@
+// openmla-bench: times OpenMLA decode over named grids of configurations (docs/benchmarking.md).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "anchors.h"
+#include "bench_config.h"
+#include "capacity.h"
+#include "core/check.h"
+#include "cpu_fallback.h"
+#include "gpu_bench.h"
+#include "openmla/error.h"
+#include "openmla/version.h"
+#include "report.h"
+
+#ifndef OPENMLA_GIT_COMMIT
+#define OPENMLA_GIT_COMMIT ""
+#endif
+#ifndef OPENMLA_SOURCE_DIR
+#define OPENMLA_SOURCE_DIR ""
+#endif
+
+namespace openmla::bench {
+namespace {
+
+constexpr int kValidCheckHeads[] = {8, 16, 32, 64, 128};
+constexpr int kMinReplays = 5;
+
+const char* kUsage =
+    "usage: openmla-bench [options]\n"
+    "  --grid quick|deepseek|varlen|all   configurations to time (default quick)\n"
+    "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16)\n"
+    "  --backend B         auto|portable|sm90 (default auto)\n"
+    "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"
+    "  --json FILE         results file (default bench-results.json)\n"
+    "  --anchors FILE      reference times CSV (default: ../shared/notes/h200-anchors.csv if found)\n"
+    "  --check-samples N   requests of the first input set checked against the CPU reference (default 2, 0 = off)\n"
+    "  --check-heads N     heads of each sampled request checked: 8|16|32|64|128 (default 16)\n"
+    "  --replays N         timed graph replays per config, >= 5 (default 10)\n"
+    "  --min-set-mib N     KV bytes one pass over the input sets must touch, MiB (default 384)\n"
+    "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
+    "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
+    "  --device N          CUDA device (default 0)\n"
+    "  --seed N            seed of the varlen draws, inputs and block tables (default 2026)\n"
+    "  --list              print the selected configurations and exit\n"
+    "  --capacity GB       print how many tokens fit GB (10^9 bytes) of KV cache per format, and exit\n"
+    "  --layers N          layers for --capacity (default 61, DeepSeek-V3)\n"
+    "  --help\n"
+    "Without a CUDA GPU it runs the CPU reference on a small case instead.\n";
+
+struct Options {
+  std::string grid = "quick";
+  std::vector<KVFormat> formats = {KVFormat::kBF16};
+  std::string formats_text = "bf16";
+  Backend backend = Backend::kAuto;
+  std::string backend_text = "auto";
+  ConfigFilter filter;
+  std::string json = "bench-results.json";
+  std::string anchors;
+  int check_samples = 2;
+  int check_heads = 16;
+  int replays = 10;
+  double min_set_mib = 384;
+  double mem_budget_gb = 0;
+  int num_parts = 0;
+  int device = 0;
+  uint64_t seed = 2026;
+  bool list = false;
+  double capacity_gb = -1;
+  int layers = 61;
+};
+
+int parse_int(const char* name, const std::string& v) {
+  size_t used = 0;
+  int x = 0;
+  try {
+    x = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size()) detail::fail_arg(name, "an integer", "'" + v + "'");
+  return x;
+}
+
+double parse_double(const char* name, const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || !std::isfinite(x)) detail::fail_arg(name, "a number", "'" + v + "'");
+  return x;
+}
+
+std::vector<KVFormat> parse_formats(const std::string& text) {
+  if (text == "all") return {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla};
+  std::vector<KVFormat> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    KVFormat f;
+    if (!parse_kv_format(item.c_str(), &f)) {
+      detail::fail_arg("--format", "bf16, fp16, fp8_e4m3, fp8_ds_mla or all", "'" + item + "'");
+    }
+    out.push_back(f);
+  }
+  if (out.empty()) detail::fail_arg("--format", "at least one format", "''");
+  return out;
+}
+
+Backend parse_backend(const std::string& v) {
+  if (v == "auto") return Backend::kAuto;
+  if (v == "portable") return Backend::kPortable;
+  if (v == "sm90") return Backend::kSm90;
+  detail::fail_arg("--backend", "auto, portable or sm90", "'" + v + "'");
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    const size_t eq = arg.find('=');
+    const bool has_inline = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (has_inline) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    auto next = [&]() -> std::string {
+      if (has_inline) return value;
+      if (i + 1 >= argc) detail::fail_arg(arg.c_str(), "a value", "nothing");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--grid") {
+      o.grid = next();
+      grid_configs(o.grid);  // validates the name
+    } else if (arg == "--format") {
+      o.formats_text = next();
+      o.formats = parse_formats(o.formats_text);
+    } else if (arg == "--backend") {
+      o.backend_text = next();
+      o.backend = parse_backend(o.backend_text);
+    } else if (arg == "--filter") {
+      o.filter = parse_filter(next());
+    } else if (arg == "--json") {
+      o.json = next();
+    } else if (arg == "--anchors") {
+      o.anchors = next();
+    } else if (arg == "--check-samples") {
+      o.check_samples = parse_int("--check-samples", next());
+      if (o.check_samples < 0) detail::fail_arg("--check-samples", ">= 0", o.check_samples);
+    } else if (arg == "--check-heads") {
+      o.check_heads = parse_int("--check-heads", next());
+      bool valid = false;
+      for (int h : kValidCheckHeads) valid = valid || h == o.check_heads;
+      if (!valid) detail::fail_arg("--check-heads", "one of 8, 16, 32, 64, 128", o.check_heads);
+    } else if (arg == "--replays") {
+      o.replays = parse_int("--replays", next());
+      if (o.replays < kMinReplays) detail::fail_arg("--replays", ">= 5 (the method's median)", o.replays);
+    } else if (arg == "--min-set-mib") {
+      o.min_set_mib = parse_double("--min-set-mib", next());
+      if (o.min_set_mib <= 0) detail::fail_arg("--min-set-mib", "> 0", o.min_set_mib);
+    } else if (arg == "--mem-budget-gb") {
+      o.mem_budget_gb = parse_double("--mem-budget-gb", next());
+      if (o.mem_budget_gb <= 0) detail::fail_arg("--mem-budget-gb", "> 0", o.mem_budget_gb);
+    } else if (arg == "--num-parts") {
+      o.num_parts = parse_int("--num-parts", next());
+    } else if (arg == "--device") {
+      o.device = parse_int("--device", next());
+    } else if (arg == "--seed") {
+      o.seed = static_cast<uint64_t>(parse_int("--seed", next()));
+    } else if (arg == "--list") {
+      o.list = true;
+    } else if (arg == "--capacity") {
+      o.capacity_gb = parse_double("--capacity", next());
+    } else if (arg == "--layers") {
+      o.layers = parse_int("--layers", next());
+    } else {
+      detail::fail_arg("argument", "an option listed by --help", "'" + arg + "'");
+    }
+  }
+  return o;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+// git describe of the source tree when git and the repository are there, else the commit CMake
+// saw at configure time.
+std::string source_commit() {
+  const std::string source_dir = OPENMLA_SOURCE_DIR;
+  if (!source_dir.empty()) {
+    const std::string cmd = "git -C '" + source_dir + "' describe --always --dirty 2>/dev/null";
+    if (FILE* pipe = popen(cmd.c_str(), "r")) {
+      char buf[128] = {};
+      std::string out;
+      while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
+      const int status = pclose(pipe);
+      while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+      if (status == 0 && !out.empty()) return out;
+    }
+  }
+  const std::string configured = OPENMLA_GIT_COMMIT;
+  return configured.empty() ? "unknown" : configured;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool has_cuda_device() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) cudaGetLastError();  // clear it: nothing else will use the runtime
+  return err == cudaSuccess && count > 0;
+}
+
+void apply_check(BenchResult& r, const CheckOutcome& c) {
+  r.checked_requests = c.requests;
+  r.checked_heads = c.heads;
+  if (!c.error.empty()) {
+    r.status = "error: reference check failed: " + c.error;
+    return;
+  }
+  r.max_rel_err = c.max_rel_err;
+  r.max_lse_err = c.max_lse_err;
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  if (o.capacity_gb >= 0) {
+    print_capacity(stdout, o.capacity_gb, o.layers);
+    return 0;
+  }
+
+  std::vector<BenchConfig> configs;
+  for (const BenchConfig& c : grid_configs(o.grid)) {
+    if (o.filter.matches(c)) configs.push_back(c);
+  }
+  const size_t total = configs.size() * o.formats.size();
+  if (o.list) {
+    for (KVFormat f : o.formats)
+      for (const BenchConfig& c : configs) std::printf("%s %s\n", c.label().c_str(), kv_format_name(f));
+    std::printf("%zu configurations\n", total);
+    return 0;
+  }
+
+  if (!has_cuda_device()) {
+    std::printf("no CUDA GPU found: running the CPU reference on a small case instead\n");
+    return run_cpu_reference_demo(stdout, o.seed);
+  }
+  if (total == 0) {
+    std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n", o.grid.c_str());
+    return 2;
+  }
+
+  RunInfo info;
+  info.tool_version = kVersion;
+  info.commit = source_commit();
+  info.date = utc_now();
+  info.command_line = command_line(argc, argv);
+  info.grid = o.grid;
+  info.formats = o.formats_text;
+  info.backend_requested = o.backend_text;
+  info.replays = o.replays;
+  info.check_samples = o.check_samples;
+  info.check_heads = o.check_heads;
+  info.seed = o.seed;
+  info.min_kv_bytes_per_pass = o.min_set_mib * (1 << 20);
+  info.anchors_file = find_anchors_file(o.anchors, OPENMLA_SOURCE_DIR);
+  const Anchors anchors = info.anchors_file.empty() ? Anchors() : Anchors::load(info.anchors_file);
+
+  GpuBenchOptions go;
+  go.device = o.device;
+  go.backend = o.backend;
+  go.num_parts = o.num_parts;
+  go.replays = o.replays;
+  go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;
+  go.memory_budget_bytes = o.mem_budget_gb * 1e9;
+  go.check_samples = o.check_samples;
+  go.check_heads = o.check_heads;
+  go.seed = o.seed;
+  GpuBench bench(go);
+  bench.describe_device(info);
+  info.ceilings = bench.measure_ceilings();
+  std::fprintf(stderr, "openmla-bench on %s: %zu configurations; device copy %.0f GB/s (read + write)\n",
+               info.device_name.c_str(), total, info.ceilings.copy_gbps);
+
+  // Checks run on the CPU while the GPU times the next configs; at most this many at once.
+  const size_t max_pending = std::max(1u, std::thread::hardware_concurrency() / 2);
+  std::vector<BenchResult> results;
+  std::deque<std::pair<size_t, std::shared_future<CheckOutcome>>> pending;
+  const bool tty = isatty(fileno(stderr));
+  size_t index = 0;
+  for (KVFormat format : o.formats) {
+    for (const BenchConfig& config : configs) {
+      ++index;
+      BenchResult probe;
+      probe.config = config;
+      probe.format = format;
+      if (tty) std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", index, total, describe(probe).c_str());
+      TimedConfig timed = bench.run(config, format);
+      BenchResult& r = timed.result;
+      if (const AnchorRow* a = anchors.find(r.anchor_kernel, config)) {
+        r.anchor_us = a->time_us;
+        if (r.status == "ok" && r.time_us > 0) r.speedup = r.anchor_us / r.time_us;
+      }
+      if (tty) std::fprintf(stderr, "\r\033[K");
+      if (r.status == "ok") {
+        char anchor[64] = "";
+        if (r.speedup > 0) std::snprintf(anchor, sizeof(anchor), ", %.2fx %s", r.speedup, r.anchor_kernel.c_str());
+        std::fprintf(stderr, "[%zu/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (R=%d)%s\n", index, total,
+                     describe(r).c_str(), r.time_us, r.gbps, r.tflops, r.input_sets, anchor);
+      } else {
+        std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index, total, describe(r).c_str(), r.status.c_str());
+      }
+      results.push_back(r);
+      if (timed.check.valid()) pending.emplace_back(results.size() - 1, timed.check);
+      while (pending.size() > max_pending) {
+        apply_check(results[pending.front().first], pending.front().second.get());
+        pending.pop_front();
+      }
+      if (!bench.sticky_error().empty()) break;
+    }
+    if (!bench.sticky_error().empty()) break;
+  }
+  if (!pending.empty()) std::fprintf(stderr, "waiting for %zu reference checks...\n", pending.size());
+  for (auto& [i, check] : pending) apply_check(results[i], check.get());
+
+  print_table(stdout, info, results);
+  write_json(o.json, info, results);
+  std::printf("results written to %s\n", o.json.c_str());
+  if (!bench.sticky_error().empty()) {
+    std::fprintf(stderr, "openmla-bench: stopped after a CUDA error that leaves the device unusable: %s\n",
+                 bench.sticky_error().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace openmla::bench
+
+int main(int argc, char** argv) {
+  try {
+    return openmla::bench::run(argc, argv);
+  } catch (const openmla::Error& e) {
+    std::fprintf(stderr, "openmla-bench: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,147 @@
+#include "report.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace openmla::bench {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Finite numbers as %.6g; NaN, inf and the "not measured" negatives as null.
+std::string json_number(double v, bool negative_is_null = true) {
+  if (!std::isfinite(v) || (negative_is_null && v < 0)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+std::string cell(double v, const char* fmt) {
+  if (!std::isfinite(v) || v < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string seqlen_cell(const BenchResult& r) {
+  if (!r.config.varlen) return std::to_string(r.config.seqlen);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "~%d (%.0f)", r.config.seqlen, r.mean_seqlen);
+  return buf;
+}
+
+}  // namespace
+
+std::string describe(const BenchResult& r) {
+  return r.config.label() + " " + kv_format_name(r.format);
+}
+
+void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results) {
+  std::fprintf(out, "\nopenmla-bench %s  commit %s  %s\n", info.tool_version.c_str(), info.commit.c_str(),
+               info.date.c_str());
+  std::fprintf(out, "device: %s (sm_%d%d, %d SMs, %.0f GB)\n", info.device_name.c_str(), info.compute_major,
+               info.compute_minor, info.num_sms, info.device_memory_gb);
+  if (info.ceilings.copy_gbps > 0) {
+    std::fprintf(out,
+                 "measured ceiling: device-to-device copy %.0f GB/s (read + write bytes counted; a pure read "
+                 "stream, as decode does, reaches a little more)\n",
+                 info.ceilings.copy_gbps);
+  }
+  std::fprintf(out, "per call = CUDA-graph replay of R calls / R, median of %d replays; planning excluded\n",
+               info.replays);
+  std::fprintf(out, "anchors: %s\n\n", info.anchors_file.empty() ? "none found" : info.anchors_file.c_str());
+
+  std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s\n", "format", "b", "s_q", "h_q",
+               "s_k", "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err", "anchor_us", "speedup");
+  for (const BenchResult& r : results) {
+    std::fprintf(out, "%-10s %4d %4d %4d %14s ", kv_format_name(r.format), r.config.batch_size, r.config.q_len,
+                 r.config.num_heads, seqlen_cell(r).c_str());
+    if (r.status != "ok") {
+      std::fprintf(out, "%9s  %s\n", r.backend.c_str(), r.status.c_str());
+      continue;
+    }
+    std::fprintf(out, "%9s %4d %10s %8s %8s %9s %10s %8s%s\n", r.backend.c_str(), r.input_sets,
+                 cell(r.time_us, "%.1f").c_str(), cell(r.gbps, "%.0f").c_str(), cell(r.tflops, "%.1f").c_str(),
+                 cell(r.max_rel_err, "%.2e").c_str(), cell(r.anchor_us, "%.1f").c_str(),
+                 cell(r.speedup, "%.2fx").c_str(),
+                 r.device_errors != 0 ? "  DEVICE ERRORS" : "");
+  }
+  std::fprintf(out,
+               "\nGB/s = (sum(s_k) * bytes/token + b*s_q*h_q*1088*2) / time; TFLOP/s = 2*s_q*h_q*sum(s_k)*1088 / "
+               "time;\nrel_err = max |out - reference| / max |reference| over the sampled requests; speedup = "
+               "anchor_us / us (anchor: FlashMLA on the same shape, see docs/benchmarking.md).\n");
+}
+
+void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results) {
+  std::ostringstream js;
+  js << "{\n";
+  js << "  \"tool\": \"openmla-bench\",\n";
+  js << "  \"version\": " << json_string(info.tool_version) << ",\n";
+  js << "  \"commit\": " << json_string(info.commit) << ",\n";
+  js << "  \"date\": " << json_string(info.date) << ",\n";
+  js << "  \"command\": " << json_string(info.command_line) << ",\n";
+  js << "  \"device\": {\"name\": " << json_string(info.device_name) << ", \"compute_capability\": \""
+     << info.compute_major << "." << info.compute_minor << "\", \"num_sms\": " << info.num_sms
+     << ", \"memory_gb\": " << json_number(info.device_memory_gb) << "},\n";
+  js << "  \"method\": {\"grid\": " << json_string(info.grid) << ", \"formats\": " << json_string(info.formats)
+     << ", \"backend_requested\": " << json_string(info.backend_requested)
+     << ", \"min_kv_bytes_per_pass\": " << json_number(info.min_kv_bytes_per_pass)
+     << ", \"replays\": " << info.replays << ", \"check_samples\": " << info.check_samples
+     << ", \"check_heads\": " << info.check_heads << ", \"seed\": " << info.seed
+     << ", \"head_dim_qk\": 576, \"head_dim_v\": 512, \"page_size\": 64, \"softmax_scale\": \"576^-0.5\""
+     << ", \"causal\": \"s_q > 1\", \"anchors_file\": " << json_string(info.anchors_file) << "},\n";
+  js << "  \"ceilings\": {\"device_copy_gbps_read_plus_write\": " << json_number(info.ceilings.copy_gbps)
+     << ", \"device_copy_bytes\": " << json_number(info.ceilings.copy_bytes) << "},\n";
+  js << "  \"results\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const BenchResult& r = results[i];
+    js << (i ? ",\n" : "\n") << "    {";
+    js << "\"b\": " << r.config.batch_size << ", \"s_q\": " << r.config.q_len << ", \"h_q\": " << r.config.num_heads
+       << ", \"s_k\": " << r.config.seqlen << ", \"varlen\": " << (r.config.varlen ? "true" : "false")
+       << ", \"causal\": " << (r.config.causal() ? "true" : "false") << ", \"format\": "
+       << json_string(kv_format_name(r.format)) << ", \"bytes_per_token\": " << kv_bytes_per_token(r.format)
+       << ", \"backend\": " << json_string(r.backend) << ", \"status\": " << json_string(r.status)
+       << ", \"total_seqlen\": " << r.total_seqlen << ", \"mean_seqlen\": " << json_number(r.mean_seqlen)
+       << ", \"max_seqlen\": " << r.max_seqlen << ", \"input_sets\": " << r.input_sets
+       << ", \"set_bytes\": " << json_number(r.set_bytes) << ", \"kv_bytes_per_pass\": "
+       << json_number(r.kv_bytes_per_pass) << ", \"replays\": " << r.replays
+       << ", \"time_us\": " << json_number(r.time_us) << ", \"time_us_min\": " << json_number(r.time_us_min)
+       << ", \"time_us_max\": " << json_number(r.time_us_max) << ", \"gbps\": " << json_number(r.gbps)
+       << ", \"tflops\": " << json_number(r.tflops) << ", \"max_rel_err\": " << json_number(r.max_rel_err)
+       << ", \"max_lse_err\": " << json_number(r.max_lse_err) << ", \"checked_requests\": " << r.checked_requests
+       << ", \"checked_heads\": " << r.checked_heads << ", \"device_errors\": " << r.device_errors
+       << ", \"anchor_kernel\": " << json_string(r.anchor_kernel) << ", \"anchor_us\": " << json_number(r.anchor_us)
+       << ", \"speedup\": " << json_number(r.speedup) << "}";
+  }
+  js << (results.empty() ? "]\n" : "\n  ]\n") << "}\n";
+
+  std::ofstream f(path);
+  if (!f) detail::fail_arg("--json", "a writable file path", "'" + path + "'");
+  f << js.str();
+  if (!f) detail::fail_arg("--json", "a writable file path", "'" + path + "' (write failed)");
+}
+
+}  // namespace openmla::bench

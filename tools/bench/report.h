@@ -1,0 +1,71 @@
+// openmla-bench results: one record per (config, format), the terminal table and the JSON file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_config.h"
+#include "openmla/kv_format.h"
+
+namespace openmla::bench {
+
+struct BenchResult {
+  BenchConfig config;
+  KVFormat format = KVFormat::kBF16;
+  std::string backend;  // resolved backend ("portable", "sm90"), or the requested one on failure
+  std::string status = "ok";  // "ok", "unsupported: ...", "error: ..."
+
+  // Batch actually run.
+  int64_t total_seqlen = 0;
+  double mean_seqlen = 0.0;
+  int max_seqlen = 0;
+
+  // Method.
+  int input_sets = 0;       // R
+  double set_bytes = 0.0;   // device bytes of one input set (KV + q + out + lse + block table)
+  double kv_bytes_per_pass = 0.0;  // KV bytes the R calls touch (>= the method's minimum)
+  int replays = 0;
+
+  // Per decode call (graph replay time / R): median and the spread of the replays.
+  double time_us = 0.0, time_us_min = 0.0, time_us_max = 0.0;
+  double gbps = 0.0, tflops = 0.0;
+
+  // Accuracy on the sampled subset (negative: not checked).
+  double max_rel_err = -1.0;  // max |out - ref| / max |ref| per request, worst request
+  double max_lse_err = -1.0;  // max |lse - ref| / max(1, |ref|)
+  int checked_requests = 0, checked_heads = 0;
+  unsigned device_errors = 0;
+
+  // Anchor (another kernel's time on the same shape), when known.
+  std::string anchor_kernel;
+  double anchor_us = -1.0;
+  double speedup = -1.0;  // anchor_us / time_us
+};
+
+struct Ceilings {
+  double copy_gbps = -1.0;  // device-to-device cudaMemcpy, read + write bytes counted
+  double copy_bytes = 0.0;
+};
+
+struct RunInfo {
+  std::string tool_version, commit, date, command_line;
+  std::string device_name;
+  int compute_major = 0, compute_minor = 0, num_sms = 0;
+  double device_memory_gb = 0.0;
+  std::string grid, formats, backend_requested, anchors_file;
+  double min_kv_bytes_per_pass = 0.0;
+  int replays = 0, check_samples = 0, check_heads = 0;
+  uint64_t seed = 0;
+  Ceilings ceilings;
+};
+
+// The progress line's config part: "b=64 s_q=2 h_q=64 s_k=4096 bf16".
+std::string describe(const BenchResult& r);
+
+void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results);
+// Throws Error(kInvalidArgument) when the file cannot be written.
+void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results);
+
+}  // namespace openmla::bench
