@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 gtest_args=()
 if [ -d .carry/googletest ]; then gtest_args=(-DOPENMLA_GTEST_SOURCE_DIR="$root/.carry/googletest"); fi
 py_args=()
-if python3 -c "import nanobind" 2>/dev/null && [ -f python/CMakeLists.txt ]; then py_args=(-DOPENMLA_BUILD_PYTHON=ON); fi
+if [ "${PYTHON:-1}" = 1 ] && python3 -c "import nanobind" 2>/dev/null && [ -f python/CMakeLists.txt ]; then py_args=(-DOPENMLA_BUILD_PYTHON=ON); fi
 cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DOPENMLA_PORTABLE_ARCHS="80;90a" \
   "${gtest_args[@]}" "${py_args[@]}" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
 if ! ninja -C build-gpu -j"$(nproc)" >"$out/build.log" 2>&1; then

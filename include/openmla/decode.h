@@ -98,6 +98,7 @@ class DecodePlan {
   int num_parts_ = 0;
   int m_tiles_ = 0;
   int portable_tile_ = 0;
+  bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
 };
 

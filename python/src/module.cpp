@@ -82,9 +82,14 @@ void register_tensors(nb::module_& m) {
           "__init__",
           [](Reinterpreted* self, nb::object tensor, DType dtype) {
             // Import once now so that a bad tensor fails here, naming the call that made it.
-            Input check = input_tensor(tensor, "tensor");
-            if (static_cast<int>(check.array.itemsize()) != dtype_size(dtype))
-              throw nb::type_error((std::string("dtype: expected a type of ") + std::to_string(check.array.itemsize()) +
+            nb::ndarray<nb::ro> check;
+            if (!nb::try_cast(tensor, check, /*convert=*/false))
+              throw nb::type_error(("tensor: expected a tensor (DLPack: torch, CuPy, JAX or NumPy), got " +
+                                    nb::cast<std::string>(nb::str(nb::handle(
+                                        reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))).attr("__name__"))))
+                                       .c_str());
+            if (static_cast<int>(check.itemsize()) != dtype_size(dtype))
+              throw nb::type_error((std::string("dtype: expected a type of ") + std::to_string(check.itemsize()) +
                                     " bytes (the tensor's element size), got " + dtype_name(dtype))
                                        .c_str());
             new (self) Reinterpreted{std::move(tensor), dtype};

@@ -1,6 +1,7 @@
 #include "tensor_args.h"
 
 #include <string>
+#include <type_traits>
 
 #include <nanobind/stl/string.h>
 
@@ -39,7 +40,8 @@ bool import_array(nb::handle obj, Array& array, DType& dtype_override) {
   }
   if (nb::try_cast(obj, array, /*convert=*/false)) return true;
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return false;
-  const std::string dtype_str = nb::cast<std::string>(nb::str(obj.attr("dtype")));
+  const nb::object dtype_obj = obj.attr("dtype");
+  const std::string dtype_str = nb::cast<std::string>(nb::str(nb::handle(dtype_obj)));  // str(dtype)
   for (const UnnamedType& u : kUnnamedTypes) {
     const std::string suffix = u.suffix;
     if (dtype_str.size() < suffix.size() ||
@@ -63,6 +65,14 @@ Imported<Array> import_tensor(nb::handle obj, const char* name) {
   Imported<Array> result;
   DType override_dtype = DType::kUndefined;
   if (!import_array(obj, result.array, override_dtype)) {
+    if constexpr (!std::is_same_v<Array, nb::ndarray<nb::ro>>) {
+      nb::ndarray<nb::ro> read_only;
+      DType ignored = DType::kUndefined;
+      if (import_array(obj, read_only, ignored))
+        throw nb::value_error(
+            (std::string(name) + ": expected a writable tensor (an output), got a read-only " + type_name_of(obj))
+                .c_str());
+    }
     throw nb::type_error(
         (std::string(name) + ": expected a tensor (DLPack: torch, CuPy, JAX or NumPy), got " + type_name_of(obj))
             .c_str());

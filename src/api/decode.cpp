@@ -77,6 +77,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
                  prop.minor, " (", prop.name, ")");
   }
   backend_ = resolve_backend(options.backend, prop);
+  programmatic_launch_ = prop.major >= 9;  // griddepcontrol exists from sm_90 on
   num_sms_ = prop.multiProcessorCount;
 
   const int rows = shape.q_len * shape.num_heads;
@@ -167,9 +168,10 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.error_word = ws.error_word;
 
   const bool bf16 = is_bf16(shape_.q_dtype);
-  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_), bf16, stream));
+  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_), bf16,
+                                                     programmatic_launch_, stream));
   if (detail::max_partials(shape_.batch_size, num_parts_) > 0) {
-    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, programmatic_launch_, stream));
   }
 }
 

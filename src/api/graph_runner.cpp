@@ -81,8 +81,13 @@ GraphRunner::GraphRunner(const GraphRunnerConfig& config, ForwardCallback forwar
 GraphRunner::~GraphRunner() {
   destroy_graphs();
   if (workspace_ != nullptr) {
-    cudaDeviceSynchronize();  // replays may still use the workspace
+    // Replays may still use the workspace; cudaFree alone does not promise to wait for them.
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(config_.device);
+    cudaDeviceSynchronize();
     cudaFree(workspace_);
+    cudaSetDevice(previous);
   }
 }
 

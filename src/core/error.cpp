@@ -28,6 +28,7 @@ std::string describe_device_errors(unsigned word) {
       {kDeviceErrorSeqlenBelowQueryLen, "seqlen_below_query_len"},
       {kDeviceErrorPageIdOutOfRange, "page_id_out_of_range"},
       {kDeviceErrorSlotOutOfRange, "slot_out_of_range"},
+      {kDeviceErrorPlanMismatch, "plan_mismatch"},
   };
   std::string text;
   unsigned known = 0;

@@ -1,13 +1,19 @@
 // CPU oracle for decode: float64 softmax attention over the dequantized paged cache, with the
 // device-side guards of docs/validation.md emulated (bad requests get NaN rows, not an exception).
 //
-// Loop order (for speed): per request, per page of KV tokens: dequantize the page once, then run
-// every query row over it with an online softmax (running max, denominator, accumulator), all in
-// float64: scores of all rows x the page's tokens, then weights, then weights x values.
+// Loop order (for speed): per (request, block of up to 128 query rows), per page of KV tokens:
+// dequantize the page once, then run every row of the block over it with an online softmax
+// (running max, denominator, accumulator), all in float64: the block's scores against the page's
+// tokens, then weights, then weights x values. Blocks run on worker threads.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/validate.h"
@@ -42,55 +48,117 @@ void store_value(const TensorView& t, int64_t offset, double v) {
   }
 }
 
-// The two products of a page, as register-blocked micro-kernels (4 query rows x 8 tokens or 8
-// value columns, accumulators in registers, no reductions across SIMD lanes) so that the compiler
-// vectorizes them without reassociating sums: each score and each output element is still summed
-// in a fixed order in float64. x86-64 builds also get an AVX2/FMA clone picked at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#define OPENMLA_REFERENCE_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define OPENMLA_REFERENCE_KERNEL
+// The two products of a page as register-blocked micro-kernels: kRowBlock query rows x one or two
+// SIMD vectors of tokens (scores) or value columns (outputs), accumulators held in registers. Lanes
+// never mix, so each score and each output element is still a float64 sum in a fixed order (FMA
+// contraction may differ between the two instruction sets; both are float64). x86-64 picks an
+// AVX2/FMA build at run time; other GNU targets use 2-wide vectors, other compilers scalar loops.
+constexpr int kRowBlock = 4;  // divides every s_q * h_q (h_q is a multiple of 8)
+
+#if defined(__GNUC__)
+// Vectors are moved with one memcpy each (an unaligned load or store; no pointer casts).
+typedef double Vec2 __attribute__((vector_size(16)));
+#if defined(__x86_64__)
+typedef double Vec4 __attribute__((vector_size(32)));
+#define OPENMLA_REFERENCE_HAS_AVX2 1
 #endif
 
-constexpr int kRowBlock = 4;  // divides every s_q * h_q (h_q is a multiple of 8)
-constexpr int kColBlock = 8;
-
 // scores[rows][64] = q[rows][576] . k_t[576][64] (k_t: the page's keys transposed, zero past its tokens).
-OPENMLA_REFERENCE_KERNEL
-void page_scores(const double* q, int rows, const double* k_t, double* scores) {
+template <typename V, int kVecs>
+__attribute__((always_inline)) inline void page_scores_impl(const double* q, int rows, const double* k_t,
+                                                            double* scores) {
+  constexpr int kLanes = sizeof(V) / sizeof(double);
+  constexpr int kTokens = kLanes * kVecs;
+  static_assert(kPageSize % kTokens == 0, "token blocks must tile a page");
   for (int r0 = 0; r0 < rows; r0 += kRowBlock)
-    for (int t0 = 0; t0 < kPageSize; t0 += kColBlock) {
-      double acc[kRowBlock][kColBlock] = {};
+    for (int t0 = 0; t0 < kPageSize; t0 += kTokens) {
+      V acc[kRowBlock][kVecs] = {};
       for (int j = 0; j < kHeadDimQK; ++j) {
-        const double* k = k_t + j * kPageSize + t0;
+        V k[kVecs];
+        for (int u = 0; u < kVecs; ++u) std::memcpy(&k[u], k_t + j * kPageSize + t0 + u * kLanes, sizeof(V));
         for (int r = 0; r < kRowBlock; ++r) {
           const double qv = q[(r0 + r) * kHeadDimQK + j];
-          for (int t = 0; t < kColBlock; ++t) acc[r][t] += qv * k[t];
+          for (int u = 0; u < kVecs; ++u) acc[r][u] += qv * k[u];
         }
       }
       for (int r = 0; r < kRowBlock; ++r)
-        for (int t = 0; t < kColBlock; ++t) scores[(r0 + r) * kPageSize + t0 + t] = acc[r][t];
+        for (int u = 0; u < kVecs; ++u) std::memcpy(scores + (r0 + r) * kPageSize + t0 + u * kLanes, &acc[r][u], sizeof(V));
     }
 }
 
 // acc[rows][512] += p[rows][64] . v[tokens][576 (first 512 used)], over the first `tokens` tokens.
-OPENMLA_REFERENCE_KERNEL
-void page_values(const double* p, int rows, const double* v, int tokens, double* acc) {
+template <typename V, int kVecs>
+__attribute__((always_inline)) inline void page_values_impl(const double* p, int rows, const double* v, int tokens,
+                                                            double* acc) {
+  constexpr int kLanes = sizeof(V) / sizeof(double);
+  constexpr int kCols = kLanes * kVecs;
+  static_assert(kHeadDimV % kCols == 0, "column blocks must tile a row");
   for (int r0 = 0; r0 < rows; r0 += kRowBlock)
-    for (int c0 = 0; c0 < kHeadDimV; c0 += kColBlock) {
-      double sum[kRowBlock][kColBlock];
+    for (int c0 = 0; c0 < kHeadDimV; c0 += kCols) {
+      V sum[kRowBlock][kVecs];
       for (int r = 0; r < kRowBlock; ++r)
-        for (int c = 0; c < kColBlock; ++c) sum[r][c] = acc[(r0 + r) * kHeadDimV + c0 + c];
+        for (int u = 0; u < kVecs; ++u) std::memcpy(&sum[r][u], acc + (r0 + r) * kHeadDimV + c0 + u * kLanes, sizeof(V));
       for (int t = 0; t < tokens; ++t) {
-        const double* vt = v + t * kHeadDimQK + c0;
+        V vt[kVecs];
+        for (int u = 0; u < kVecs; ++u) std::memcpy(&vt[u], v + t * kHeadDimQK + c0 + u * kLanes, sizeof(V));
         for (int r = 0; r < kRowBlock; ++r) {
           const double pv = p[(r0 + r) * kPageSize + t];
-          for (int c = 0; c < kColBlock; ++c) sum[r][c] += pv * vt[c];
+          for (int u = 0; u < kVecs; ++u) sum[r][u] += pv * vt[u];
         }
       }
       for (int r = 0; r < kRowBlock; ++r)
-        for (int c = 0; c < kColBlock; ++c) acc[(r0 + r) * kHeadDimV + c0 + c] = sum[r][c];
+        for (int u = 0; u < kVecs; ++u) std::memcpy(acc + (r0 + r) * kHeadDimV + c0 + u * kLanes, &sum[r][u], sizeof(V));
     }
+}
+
+void page_scores_generic(const double* q, int rows, const double* k_t, double* scores) {
+  page_scores_impl<Vec2, 2>(q, rows, k_t, scores);
+}
+void page_values_generic(const double* p, int rows, const double* v, int tokens, double* acc) {
+  page_values_impl<Vec2, 2>(p, rows, v, tokens, acc);
+}
+#if OPENMLA_REFERENCE_HAS_AVX2
+__attribute__((target("avx2,fma"))) void page_scores_avx2(const double* q, int rows, const double* k_t,
+                                                          double* scores) {
+  page_scores_impl<Vec4, 2>(q, rows, k_t, scores);
+}
+__attribute__((target("avx2,fma"))) void page_values_avx2(const double* p, int rows, const double* v, int tokens,
+                                                          double* acc) {
+  page_values_impl<Vec4, 2>(p, rows, v, tokens, acc);
+}
+#endif
+
+#else  // not GNU: plain loops
+
+void page_scores_generic(const double* q, int rows, const double* k_t, double* scores) {
+  for (int r = 0; r < rows; ++r)
+    for (int t = 0; t < kPageSize; ++t) {
+      double dot = 0.0;
+      for (int j = 0; j < kHeadDimQK; ++j) dot += q[r * kHeadDimQK + j] * k_t[j * kPageSize + t];
+      scores[r * kPageSize + t] = dot;
+    }
+}
+void page_values_generic(const double* p, int rows, const double* v, int tokens, double* acc) {
+  for (int r = 0; r < rows; ++r)
+    for (int t = 0; t < tokens; ++t)
+      for (int c = 0; c < kHeadDimV; ++c) acc[r * kHeadDimV + c] += p[r * kPageSize + t] * v[t * kHeadDimQK + c];
+}
+#endif
+
+struct PageKernels {
+  void (*scores)(const double* q, int rows, const double* k_t, double* scores);
+  void (*values)(const double* p, int rows, const double* v, int tokens, double* acc);
+};
+
+// OPENMLA_REFERENCE_SIMD=generic forces the portable kernels (tests compare the two paths).
+PageKernels select_page_kernels() {
+#if OPENMLA_REFERENCE_HAS_AVX2
+  const char* choice = std::getenv("OPENMLA_REFERENCE_SIMD");
+  const bool generic = choice != nullptr && std::strcmp(choice, "generic") == 0;
+  if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {page_scores_avx2, page_values_avx2};
+#endif
+  return {page_scores_generic, page_values_generic};
 }
 
 // The device-side guards, checked in this order; the first that fails is the request's error bit.
@@ -135,105 +203,169 @@ void read_kv_token(const KVCache& cache, int64_t page, int offset, float* out576
   }
 }
 
-unsigned decode(const DecodeArgs& args, const DecodeShape& shape) {
-  detail::validate_decode_args(args, shape, DeviceType::kCPU, 0, detail::DecodeOutputs::kReference);
-  const int b = shape.batch_size, s_q = shape.q_len, h_q = shape.num_heads;
-  const int rows = s_q * h_q;  // row = token * h_q + head
-  const TensorView& q = args.q;
-  const TensorView& table = args.block_table;
-  const TensorView& out = args.out;
-  const TensorView& lse = args.lse;
-  const int64_t max_pages = table.shape[1];
-  const int64_t num_pages = args.kv.data.shape[0];
-  const double scale = args.softmax_scale;
-  unsigned errors = kDeviceErrorNone;
+namespace {
 
-  std::vector<double> q_rows(static_cast<size_t>(rows) * kHeadDimQK);
-  std::vector<double> kv_page(static_cast<size_t>(kPageSize) * kHeadDimQK);  // token-major
-  std::vector<double> k_t(static_cast<size_t>(kHeadDimQK) * kPageSize);       // transposed keys
-  std::vector<double> scores(static_cast<size_t>(rows) * kPageSize);          // then weights
-  std::vector<double> acc(static_cast<size_t>(rows) * kHeadDimV);
-  std::vector<double> row_max(rows), row_sum(rows);
-  std::vector<int64_t> visible(rows);  // KV positions [0, visible) each row attends to
+// Query rows per work item (a multiple of kRowBlock). Each item dequantizes the request's pages on
+// its own, so larger items waste less; 128 still gives b * s_q * h_q / 128 items to spread.
+constexpr int kRowsPerTask = 128;
+
+// Per-thread buffers for one work item: rows [row_begin, row_end) of one request.
+struct RowScratch {
+  std::vector<double> q_rows = std::vector<double>(static_cast<size_t>(kRowsPerTask) * kHeadDimQK);
+  std::vector<double> kv_page = std::vector<double>(static_cast<size_t>(kPageSize) * kHeadDimQK);  // token-major
+  std::vector<double> k_t = std::vector<double>(static_cast<size_t>(kHeadDimQK) * kPageSize);      // transposed
+  std::vector<double> scores = std::vector<double>(static_cast<size_t>(kRowsPerTask) * kPageSize);  // then weights
+  std::vector<double> acc = std::vector<double>(static_cast<size_t>(kRowsPerTask) * kHeadDimV);
+  double row_max[kRowsPerTask];
+  double row_sum[kRowsPerTask];
+  int64_t visible[kRowsPerTask];  // KV positions [0, visible) each row attends to
   float token[kHeadDimQK];
+};
 
-  auto out_offset = [&](int r, int i, int h) {
-    return r * out.strides[0] + i * out.strides[1] + h * out.strides[2];
-  };
-  auto lse_offset = [&](int r, int i, int h) {
-    return r * lse.strides[0] + i * lse.strides[1] + h * lse.strides[2];
-  };
+struct DecodeTask {
+  int request;
+  int row_begin, row_end;  // row = query token * h_q + head
+};
 
-  for (int r = 0; r < b; ++r) {
-    const int64_t seqlen = static_cast<const int32_t*>(args.cache_seqlens.data)[r];
-    const int32_t* table_row = static_cast<const int32_t*>(table.data) + r * table.strides[0];
-    const unsigned guard = request_guard(seqlen, max_pages, s_q, shape.causal, table_row, table.strides[1], num_pages);
-    if (guard != kDeviceErrorNone) {
-      errors |= guard;
-      for (int i = 0; i < s_q; ++i)
-        for (int h = 0; h < h_q; ++h) {
-          for (int c = 0; c < kHeadDimV; ++c) store_value(out, out_offset(r, i, h) + c * out.strides[3], kNaN);
-          store_value(lse, lse_offset(r, i, h), kNaN);
-        }
-      continue;
+class ReferenceDecoder {
+ public:
+  ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape)
+      : args_(args), shape_(shape), kernels_(select_page_kernels()) {}
+
+  int64_t seqlen(int r) const { return static_cast<const int32_t*>(args_.cache_seqlens.data)[r]; }
+  const int32_t* table_row(int r) const {
+    return static_cast<const int32_t*>(args_.block_table.data) + r * args_.block_table.strides[0];
+  }
+
+  unsigned guard(int r) const {
+    return request_guard(seqlen(r), args_.block_table.shape[1], shape_.q_len, shape_.causal, table_row(r),
+                         args_.block_table.strides[1], args_.kv.data.shape[0]);
+  }
+
+  void write_row(int r, int row, const double* values512, double lse_value) const {
+    const TensorView& out = args_.out;
+    const TensorView& lse = args_.lse;
+    const int i = row / shape_.num_heads, h = row % shape_.num_heads;
+    const int64_t o = r * out.strides[0] + i * out.strides[1] + h * out.strides[2];
+    for (int c = 0; c < kHeadDimV; ++c) store_value(out, o + c * out.strides[3], values512 ? values512[c] : kNaN);
+    store_value(lse, r * lse.strides[0] + i * lse.strides[1] + h * lse.strides[2], lse_value);
+  }
+
+  void run(const DecodeTask& task, RowScratch& w) const {
+    const TensorView& q = args_.q;
+    const int r = task.request, s_q = shape_.q_len, h_q = shape_.num_heads;
+    const int rows = task.row_end - task.row_begin;
+    const int64_t len = seqlen(r);
+    const int32_t* table = table_row(r);
+    const double scale = args_.softmax_scale;
+    for (int k = 0; k < rows; ++k) {
+      const int row = task.row_begin + k, i = row / h_q, h = row % h_q;
+      const int64_t q_base = r * q.strides[0] + i * q.strides[1] + h * q.strides[2];
+      for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_half(q, q_base + c * q.strides[3]);
+      // Query token i sits at KV position seqlen - s_q + i; causal lets it see positions <= its own.
+      w.visible[k] = shape_.causal && s_q > 1 ? len - s_q + i + 1 : len;
+      w.row_max[k] = -kInf;
+      w.row_sum[k] = 0.0;
     }
+    std::fill(w.acc.begin(), w.acc.end(), 0.0);
 
-    for (int i = 0; i < s_q; ++i)
-      for (int h = 0; h < h_q; ++h) {
-        const int row = i * h_q + h;
-        const int64_t q_base = r * q.strides[0] + i * q.strides[1] + h * q.strides[2];
-        for (int c = 0; c < kHeadDimQK; ++c) q_rows[row * kHeadDimQK + c] = load_half(q, q_base + c * q.strides[3]);
-        // Query token i sits at KV position seqlen - s_q + i; causal lets it see positions <= its own.
-        visible[row] = shape.causal && s_q > 1 ? seqlen - s_q + i + 1 : seqlen;
-      }
-    std::fill(acc.begin(), acc.end(), 0.0);
-    std::fill(row_max.begin(), row_max.end(), -kInf);
-    std::fill(row_sum.begin(), row_sum.end(), 0.0);
-
-    for (int64_t first = 0; first < seqlen; first += kPageSize) {
-      const int64_t page = table_row[(first / kPageSize) * table.strides[1]];
-      const int count = static_cast<int>(std::min<int64_t>(kPageSize, seqlen - first));
-      std::fill(k_t.begin(), k_t.end(), 0.0);
+    for (int64_t first = 0; first < len; first += kPageSize) {
+      const int64_t page = table[(first / kPageSize) * args_.block_table.strides[1]];
+      const int count = static_cast<int>(std::min<int64_t>(kPageSize, len - first));
+      std::fill(w.k_t.begin(), w.k_t.end(), 0.0);
       for (int t = 0; t < count; ++t) {
-        read_kv_token(args.kv, page, t, token);
+        read_kv_token(args_.kv, page, t, w.token);
         for (int c = 0; c < kHeadDimQK; ++c) {
-          kv_page[t * kHeadDimQK + c] = token[c];
-          k_t[c * kPageSize + t] = token[c];
+          w.kv_page[t * kHeadDimQK + c] = w.token[c];
+          w.k_t[c * kPageSize + t] = w.token[c];
         }
       }
-      page_scores(q_rows.data(), rows, k_t.data(), scores.data());
-      for (int row = 0; row < rows; ++row) {
-        // Tokens of this page the row sees; the others get weight 0 (and their scores are ignored).
-        const int n = static_cast<int>(std::clamp<int64_t>(visible[row] - first, 0, count));
-        double* s = &scores[row * kPageSize];
+      kernels_.scores(w.q_rows.data(), rows, w.k_t.data(), w.scores.data());
+      for (int k = 0; k < rows; ++k) {
+        // Tokens of this page the row sees; the others get weight 0 (their scores are ignored).
+        const int n = static_cast<int>(std::clamp<int64_t>(w.visible[k] - first, 0, count));
+        double* s = &w.scores[k * kPageSize];
         for (int t = 0; t < n; ++t) s[t] *= scale;
         double page_max = -kInf;
         for (int t = 0; t < n; ++t) page_max = std::max(page_max, s[t]);
-        if (page_max > row_max[row]) {  // rescale what was accumulated under the old maximum
-          const double correction = std::exp(row_max[row] - page_max);
-          for (int c = 0; c < kHeadDimV; ++c) acc[row * kHeadDimV + c] *= correction;
-          row_sum[row] *= correction;
-          row_max[row] = page_max;
+        if (page_max > w.row_max[k]) {  // rescale what was accumulated under the old maximum
+          const double correction = std::exp(w.row_max[k] - page_max);
+          for (int c = 0; c < kHeadDimV; ++c) w.acc[k * kHeadDimV + c] *= correction;
+          w.row_sum[k] *= correction;
+          w.row_max[k] = page_max;
         }
         for (int t = 0; t < kPageSize; ++t) {
-          s[t] = t < n ? std::exp(s[t] - row_max[row]) : 0.0;  // s becomes the weight p
-          row_sum[row] += s[t];
+          s[t] = t < n ? std::exp(s[t] - w.row_max[k]) : 0.0;  // s becomes the weight p
+          w.row_sum[k] += s[t];
         }
       }
-      page_values(scores.data(), rows, kv_page.data(), count, acc.data());
+      kernels_.values(w.scores.data(), rows, w.kv_page.data(), count, w.acc.data());
     }
 
-    for (int i = 0; i < s_q; ++i)
-      for (int h = 0; h < h_q; ++h) {
-        const int row = i * h_q + h;
-        const bool empty = visible[row] <= 0;  // length 0: out 0, lse -inf
-        const double inv_sum = empty ? 0.0 : 1.0 / row_sum[row];
-        const int64_t o = out_offset(r, i, h);
-        for (int c = 0; c < kHeadDimV; ++c)
-          store_value(out, o + c * out.strides[3], empty ? 0.0 : acc[row * kHeadDimV + c] * inv_sum);
-        store_value(lse, lse_offset(r, i, h), empty ? -kInf : row_max[row] + std::log(row_sum[row]));
+    for (int k = 0; k < rows; ++k) {
+      double* values = &w.acc[k * kHeadDimV];
+      if (w.visible[k] <= 0) {  // nothing visible (length 0): out 0, lse -inf
+        std::fill(values, values + kHeadDimV, 0.0);
+        write_row(r, task.row_begin + k, values, -kInf);
+        continue;
       }
+      for (int c = 0; c < kHeadDimV; ++c) values[c] /= w.row_sum[k];
+      write_row(r, task.row_begin + k, values, w.row_max[k] + std::log(w.row_sum[k]));
+    }
   }
+
+ private:
+  const DecodeArgs& args_;
+  const DecodeShape& shape_;
+  PageKernels kernels_;
+};
+
+// Worker threads for the reference: OPENMLA_REFERENCE_THREADS if set, else the hardware's count.
+int reference_threads(size_t tasks) {
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("OPENMLA_REFERENCE_THREADS")) n = std::atoi(env);
+  n = std::max(1, std::min(n, 64));
+  return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(tasks, 1)));
+}
+
+}  // namespace
+
+unsigned decode(const DecodeArgs& args, const DecodeShape& shape) {
+  detail::validate_decode_args(args, shape, DeviceType::kCPU, 0, detail::DecodeOutputs::kReference);
+  const int rows = shape.q_len * shape.num_heads;
+  const ReferenceDecoder decoder(args, shape);
+  unsigned errors = kDeviceErrorNone;
+  std::vector<DecodeTask> tasks;
+  for (int r = 0; r < shape.batch_size; ++r) {
+    if (const unsigned bad = decoder.guard(r)) {  // device guard: NaN rows, an error bit, no exception
+      errors |= bad;
+      for (int row = 0; row < rows; ++row) decoder.write_row(r, row, nullptr, kNaN);
+      continue;
+    }
+    for (int begin = 0; begin < rows; begin += kRowsPerTask) tasks.push_back({r, begin, std::min(rows, begin + kRowsPerTask)});
+  }
+
+  // Rows are independent and each is computed the same way whatever thread runs it, so results do
+  // not depend on the thread count.
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&] {
+    RowScratch scratch;
+    try {
+      for (size_t k = next++; k < tasks.size(); k = next++) decoder.run(tasks[k], scratch);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = tasks.size();
+    }
+  };
+  const int threads = reference_threads(tasks.size());
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   return errors;
 }
 

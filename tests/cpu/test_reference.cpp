@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -396,6 +399,21 @@ TEST(Reference, DeviceGuardsGiveNanRowsAndErrorBitsWithoutTouchingOtherRequests)
   EXPECT_EQ(run_reference(make_decode_data(fine)).device_errors, 0u);
 }
 
+TEST(Reference, PortableKernelsAgreeWithTheDefaultOnes) {
+  DecodeCase c;
+  c.batch_size = 2;
+  c.q_len = 2;
+  c.num_heads = 64;
+  c.seqlens = {200, 77};
+  c.kv_format = KVFormat::kFP16;
+  const DecodeData d = make_decode_data(c);
+  const ReferenceResult fast = run_reference(d);
+  ASSERT_EQ(setenv("OPENMLA_REFERENCE_SIMD", "generic", 1), 0);
+  const ReferenceResult portable = run_reference(d);
+  unsetenv("OPENMLA_REFERENCE_SIMD");
+  expect_close(portable, fast, 1e-13, "generic vs default kernels");
+}
+
 TEST(Reference, LargeCaseIsFast) {
   DecodeCase c;
   c.batch_size = 4;
@@ -403,12 +421,17 @@ TEST(Reference, LargeCaseIsFast) {
   c.num_heads = 128;
   c.seqlens = {4096, 4096, 4096, 4096};
   const DecodeData d = make_decode_data(c);
+  // CPU time of all threads: stable on a shared machine, unlike wall time.
+  const std::clock_t cpu_start = std::clock();
   const auto start = std::chrono::steady_clock::now();
   const ReferenceResult ref = run_reference(d);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("reference decode b=4 s_q=4 h_q=128 s_k=4096: %.3f s\n", seconds);
+  const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  std::printf("reference decode b=4 s_q=4 h_q=128 s_k=4096 (18 GFLOP in float64): %.3f s wall, %.3f s CPU\n",
+              seconds, cpu_seconds);
   EXPECT_EQ(ref.device_errors, 0u);
-  EXPECT_LT(seconds, 3.0) << "the oracle is too slow for the GPU sweeps (budget: well under 1 s unloaded)";
+  // About 1.3 s of one AVX2 core; the bound leaves room for older cores and the 2-wide path.
+  EXPECT_LT(cpu_seconds, 5.0) << "the oracle became too slow for the GPU test sweeps";
 }
 
 }  // namespace

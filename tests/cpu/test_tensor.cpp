@@ -120,7 +120,8 @@ TEST(Errors, StatusNamesAndDeviceErrorText) {
   EXPECT_EQ(describe_device_errors(0), "none");
   EXPECT_EQ(describe_device_errors(kDeviceErrorNegativeSeqlen | kDeviceErrorPageIdOutOfRange),
             "negative_seqlen|page_id_out_of_range");
-  EXPECT_EQ(describe_device_errors(kDeviceErrorSlotOutOfRange), "slot_out_of_range");
+  EXPECT_EQ(describe_device_errors(kDeviceErrorSlotOutOfRange | kDeviceErrorPlanMismatch),
+            "slot_out_of_range|plan_mismatch");
   EXPECT_EQ(describe_device_errors(kDeviceErrorSeqlenBeyondTable | (1u << 9)), "seqlen_beyond_table|unknown(0x200)");
 }
 

@@ -279,9 +279,11 @@ TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
   c.q_len = 2;
   c.num_heads = 16;
   c.causal = true;
-  c.seqlens = {100, -5, 100000, 1, 300, 90};
+  c.seqlens = {100, -5, 1, 1, 300, 90};
   c.seed = fresh_seed();
   DecodeData d = make_decode_data(c);
+  d.seqlens[2] = d.max_pages * kPageSize + 1;  // one token beyond what the table can hold
+  d.c.seqlens[2] = d.seqlens[2];
   d.block_table[4 * d.max_pages + 2] = d.num_pages + 7;  // third page of request 4
   ReferenceResult ref = run_reference(d);
   GpuDecodeResult gpu = run_gpu(d);

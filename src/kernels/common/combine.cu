@@ -16,6 +16,7 @@ constexpr int kMaxSplitsInSmem = 64;
 
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) combine_kernel(DecodeParams p) {
+  wait_for_preceding_grids();  // partials come from the decode kernel
   const int req = blockIdx.y;
   const RequestSplit split = p.splits[req];
   if (split.num_splits <= 1) return;  // written directly by the decode kernel
@@ -85,13 +86,10 @@ __global__ void __launch_bounds__(kWarps * 32) combine_kernel(DecodeParams p) {
 
 }  // namespace
 
-cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, cudaStream_t stream) {
+cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + kWarps - 1) / kWarps, p.batch);
-  if (q_is_bf16)
-    combine_kernel<__nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(p);
-  else
-    combine_kernel<__half><<<grid, kWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return q_is_bf16 ? launch_kernel(combine_kernel<__nv_bfloat16>, grid, kWarps * 32, 0, stream, programmatic, p)
+                   : launch_kernel(combine_kernel<__half>, grid, kWarps * 32, 0, stream, programmatic, p);
 }
 
 }  // namespace openmla::kernels

@@ -2,7 +2,9 @@
 // status; DecodePlan turns failures into openmla::Error.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
+
+#include <utility>
 
 #include "core/decode_config.h"
 #include "kernels/common/decode_params.h"
@@ -14,7 +16,9 @@ cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, SplitPart*
                         RequestSplit* splits, cudaStream_t stream);
 
 // Merges partial results of split requests into out / lse.
-cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, cudaStream_t stream);
+// programmatic: launch with programmatic stream serialization (sm_90+), so the launch overlaps the
+// previous kernel's tail; the kernel waits (griddepcontrol.wait) before touching its inputs.
+cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // Raises the kernel's dynamic shared-memory limit (once per process and device, on plan creation).
 cudaError_t prepare_portable_decode(detail::PortableTile tile, bool q_is_bf16);
@@ -22,6 +26,23 @@ cudaError_t prepare_portable_decode(detail::PortableTile tile, bool q_is_bf16);
 cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, bool q_is_bf16, int* ctas);
 // The portable split-KV kernel for every tile / dtype; grid = (m_tiles, num_parts).
 cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, bool q_is_bf16,
-                                   cudaStream_t stream);
+                                   bool programmatic, cudaStream_t stream);
+
+// cudaLaunchKernelEx with the programmatic-serialization attribute when asked.
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          bool programmatic, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 
 }  // namespace openmla::kernels

@@ -80,6 +80,14 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// Programmatic dependent launch (sm_90+): wait until the grids this one depends on have finished
+// and their writes are visible. A no-op when the launch was not programmatic or before sm_90.
+__device__ __forceinline__ void wait_for_preceding_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Sum / max over the 4 lanes of a quad (the lanes that share an accumulator row).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

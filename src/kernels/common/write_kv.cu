@@ -182,9 +182,9 @@ write_kv_kernel(const WriteKVParams p) {
                        (slot % kPageSize) * p.token_stride_bytes;
   const In* const latent = static_cast<const In*>(p.latent) + token * p.latent_row_stride +
                            lane * kValuesPerLane;
-  const In* const rope = static_cast<const In*>(p.rope) + token * p.rope_row_stride +
-                         lane * kValuesPerLane;  // read only by lanes < kRopeLanes
   const bool has_rope = lane < kRopeLanes;
+  const In* const rope = static_cast<const In*>(p.rope) + token * p.rope_row_stride +
+                         (has_rope ? lane * kValuesPerLane : 0);
 
   if constexpr (kFormat == KVFormat::kBF16 || kFormat == KVFormat::kFP16) {
     using Out = std::conditional_t<kFormat == KVFormat::kBF16, __nv_bfloat16, __half>;

@@ -39,9 +39,9 @@ cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, bool q_is_bf1
 }
 
 cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, bool q_is_bf16,
-                                   cudaStream_t stream) {
+                                   bool programmatic, cudaStream_t stream) {
   return with_tile(tile, q_is_bf16, [&](auto cfg, auto t) {
-    return portable::run_portable_decode<decltype(cfg), decltype(t)>(p, stream);
+    return portable::run_portable_decode<decltype(cfg), decltype(t)>(p, programmatic, stream);
   });
 }
 

@@ -8,7 +8,7 @@
 namespace openmla::kernels::portable {
 
 template <class Cfg, typename T>
-cudaError_t run_portable_decode(const DecodeParams& p, cudaStream_t stream);
+cudaError_t run_portable_decode(const DecodeParams& p, bool programmatic, cudaStream_t stream);
 template <class Cfg, typename T>
 cudaError_t prepare_portable_decode_kernel();
 template <class Cfg, typename T>

@@ -1,6 +1,7 @@
 // Launcher template; included only by the instantiation files.
 #pragma once
 
+#include "kernels/common/launch.h"
 #include "kernels/sm80/decode/kernel.cuh"
 #include "kernels/sm80/decode/launch.h"
 
@@ -19,14 +20,14 @@ cudaError_t portable_decode_occupancy(int* ctas) {
 }
 
 template <class Cfg, typename T>
-cudaError_t run_portable_decode(const DecodeParams& p, cudaStream_t stream) {
+cudaError_t run_portable_decode(const DecodeParams& p, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + Cfg::M - 1) / Cfg::M, p.num_parts);
-  portable_decode_kernel<Cfg, T><<<grid, Cfg::kThreads, sizeof(SharedStorage<Cfg, T>), stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(portable_decode_kernel<Cfg, T>, grid, Cfg::kThreads, sizeof(SharedStorage<Cfg, T>), stream,
+                       programmatic, p);
 }
 
 #define OPENMLA_INSTANTIATE_PORTABLE(CFG, T)                                                \
-  template cudaError_t run_portable_decode<CFG, T>(const DecodeParams&, cudaStream_t);      \
+  template cudaError_t run_portable_decode<CFG, T>(const DecodeParams&, bool, cudaStream_t);      \
   template cudaError_t prepare_portable_decode_kernel<CFG, T>();                           \
   template cudaError_t portable_decode_occupancy<CFG, T>(int*);
 

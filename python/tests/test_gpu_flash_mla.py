@@ -1,0 +1,131 @@
+"""openmla.flash_mla (FlashMLA's interface) against a PyTorch float32 reference on the DeepSeek
+grid's shapes (b, s_q, h_q as openmla-bench's `deepseek` grid; lengths reduced for test time), in
+both call styles engines use."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import TORCH as torch, requires_gpu
+import torch_mla
+from openmla import flash_mla
+
+pytestmark = requires_gpu
+
+GRID = list(itertools.product([1, 16, 64, 128], [1, 2, 4], [16, 64, 128]))  # (b, s_q, h_q)
+
+
+def _lengths(b, s_q, causal, seed):
+    rng = np.random.default_rng(seed)
+    if b == 1:
+        return [1023]  # one odd-length request spanning 16 pages
+    lengths = rng.integers(max(s_q, 1), 600, size=b)  # varlen around 300
+    if not (causal and s_q > 1):
+        lengths[rng.integers(b)] = 0  # an empty request
+    lengths[rng.integers(b)] = 64  # a page boundary
+    return lengths.tolist()
+
+
+def _run_kernel_or_skip_unsupported(fn):
+    try:
+        return fn()
+    except NotImplementedError as e:  # a format this build's kernels do not have yet (reported)
+        pytest.skip(f"not in this build: {e}")
+
+
+@pytest.mark.parametrize("b,s_q,h_q", GRID, ids=[f"b{b}-sq{s}-h{h}" for b, s, h in GRID])
+def test_deepseek_grid_bf16_old_style(b, s_q, h_q):
+    seed = b * 100 + s_q * 10 + h_q
+    causal = s_q > 1
+    paged = torch_mla.make_paged(torch, "bf16", _lengths(b, s_q, causal, seed), seed=seed)
+    tile_md, num_splits = flash_mla.get_mla_metadata(paged.seqlens, s_q * h_q // 1, 1)
+    assert tile_md.dtype == torch.int32 and num_splits.shape == (b + 1,)
+    scale = 0.1352337788608801  # DeepSeek-V3: 192^-0.5 times a YaRN factor
+    for layer in range(2):  # the schedule is written once, read by every layer
+        q = torch_mla.random_q(torch, b, s_q, h_q, torch.bfloat16, seed=seed + layer)
+        out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, tile_md,
+                                                    num_splits, softmax_scale=scale, causal=causal)
+        assert out.shape == (b, s_q, h_q, 512) and out.dtype == torch.bfloat16
+        assert lse.shape == (b, h_q, s_q) and lse.dtype == torch.float32 and lse.is_contiguous()
+        ref_out, ref_lse = torch_mla.reference(torch, q, paged, scale, causal)
+        torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse, what=f"layer {layer}")
+
+
+@pytest.mark.parametrize("kv_format,q_dtype", [("bf16", "bfloat16"), ("fp16", "float16"), ("fp8_ds_mla", "bfloat16")])
+@pytest.mark.parametrize("b,s_q,h_q", [(16, 1, 16), (64, 2, 64), (128, 4, 128)])
+def test_current_style_scheduler_object(kv_format, q_dtype, b, s_q, h_q):
+    seed = b + s_q + h_q
+    paged = torch_mla.make_paged(torch, kv_format, _lengths(b, s_q, True, seed), seed=seed)
+    sched, none = flash_mla.get_mla_metadata()
+    assert none is None and not sched.have_initialized
+    q = torch_mla.random_q(torch, b, s_q, h_q, getattr(torch, q_dtype), seed=seed)
+    out, lse = _run_kernel_or_skip_unsupported(lambda: flash_mla.flash_mla_with_kvcache(
+        q, paged.cache, paged.block_table, paged.seqlens, 512, sched, None, causal=True,
+        is_fp8_kvcache=kv_format == "fp8_ds_mla"))
+    assert sched.have_initialized and sched.config.h_q == h_q
+    ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, True)  # FlashMLA's default scale
+    torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse)
+    with pytest.raises(ValueError, match="tile_scheduler_metadata"):  # same object, other shape
+        flash_mla.flash_mla_with_kvcache(q[:, :, : h_q // 2].contiguous(), paged.cache, paged.block_table,
+                                         paged.seqlens, 512, sched, None, causal=True,
+                                         is_fp8_kvcache=kv_format == "fp8_ds_mla")
+
+
+def test_new_lengths_need_new_metadata_and_are_then_planned():
+    paged = torch_mla.make_paged(torch, "bf16", [100, 300, 5, 64], seed=3, page_capacity=8)
+    q = torch_mla.random_q(torch, 4, 1, 16, torch.bfloat16, seed=3)
+    for lengths in ([100, 300, 5, 64], [500, 1, 0, 129]):
+        paged.seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))  # in place, same tensor
+        md, ns = flash_mla.get_mla_metadata(paged.seqlens, 16, 1)
+        out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
+        ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, False, lengths)
+        torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse, what=str(lengths))
+
+
+def test_empty_requests_lse_minus_inf_or_flashmla_plus_inf():
+    paged = torch_mla.make_paged(torch, "bf16", [0, 70, 0], seed=4)
+    q = torch_mla.random_q(torch, 3, 1, 16, torch.bfloat16, seed=4)
+    md, ns = flash_mla.get_mla_metadata(paged.seqlens, 16, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
+    assert torch.all(out[[0, 2]] == 0) and torch.all(torch.isneginf(lse[[0, 2]]))
+    try:
+        flash_mla.set_empty_lse("+inf")
+        out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
+        assert torch.all(torch.isposinf(lse[[0, 2]])) and torch.all(torch.isfinite(lse[1]))
+    finally:
+        flash_mla.set_empty_lse("-inf")
+
+
+def test_bad_arguments_name_themselves():
+    paged = torch_mla.make_paged(torch, "bf16", [10], seed=5)
+    q = torch_mla.random_q(torch, 1, 1, 16, torch.bfloat16)
+    md, ns = flash_mla.get_mla_metadata(paged.seqlens, 16, 1)
+    call = lambda **kw: flash_mla.flash_mla_with_kvcache(**{**dict(
+        q=q, k_cache=paged.cache, block_table=paged.block_table, cache_seqlens=paged.seqlens, head_dim_v=512,
+        tile_scheduler_metadata=md, num_splits=ns), **kw})
+    cases = [
+        (dict(head_dim_v=576), ValueError, "head_dim_v"),
+        (dict(indices=torch.zeros(1, 1, 64, dtype=torch.int32, device="cuda")), NotImplementedError, "indices"),
+        (dict(attn_sink=torch.zeros(16, device="cuda")), NotImplementedError, "attn_sink"),
+        (dict(k_cache=paged.cache.expand(-1, -1, 2, -1)), ValueError, "k_cache"),
+        (dict(k_cache=paged.cache[:, :32]), ValueError, "k_cache"),
+        (dict(is_fp8_kvcache=True), ValueError, "k_cache"),
+        (dict(q=q.float()), TypeError, "q"),
+        (dict(q=q[0]), ValueError, "q"),
+        (dict(block_table=None), ValueError, "block_table"),
+        (dict(block_table=paged.block_table.long()), TypeError, "block_table"),
+        (dict(cache_seqlens=paged.seqlens.cpu()), ValueError, "cache_seqlens"),
+        (dict(tile_scheduler_metadata="plan"), TypeError, "tile_scheduler_metadata"),
+    ]
+    for kwargs, exc, name in cases:
+        with pytest.raises(exc, match=name):
+            call(**kwargs)
+    with pytest.raises(ValueError, match="num_heads_k"):
+        flash_mla.get_mla_metadata(paged.seqlens, 16, 2)
+    with pytest.raises(TypeError, match="cache_seqlens"):
+        flash_mla.get_mla_metadata(paged.seqlens.long(), 16, 1)
+    with pytest.raises(NotImplementedError, match="topk"):
+        flash_mla.get_mla_metadata(paged.seqlens, 16, 1, topk=2048)
