@@ -82,11 +82,19 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
 
   const int rows = shape.q_len * shape.num_heads;
   detail::PortableTile tile;
-  if (options.portable_tile >= 0) {
-    if (options.portable_tile >= detail::kNumPortableTiles)
+  int forced_tile = options.portable_tile;
+  if (const char* env = std::getenv("OPENMLA_PORTABLE_TILE"); forced_tile < 0 && env != nullptr && *env != '\0') {
+    forced_tile = -2;  // named in the environment (benchmarks); an unknown name is an error
+    for (int t = 0; t < detail::kNumPortableTiles; ++t)
+      if (std::strcmp(env, detail::portable_tile_name(static_cast<detail::PortableTile>(t))) == 0) forced_tile = t;
+    if (forced_tile == -2) detail::fail_arg("OPENMLA_PORTABLE_TILE", "a portable tile name (e.g. rows64_tokens64)",
+                                            std::string("'") + env + "'");
+  }
+  if (forced_tile >= 0) {
+    if (forced_tile >= detail::kNumPortableTiles)
       detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
-                       options.portable_tile);
-    tile = static_cast<detail::PortableTile>(options.portable_tile);
+                       forced_tile);
+    tile = static_cast<detail::PortableTile>(forced_tile);
     if (detail::portable_tile_smem_bytes(tile) > prop.sharedMemPerBlockOptin)
       detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
                    detail::portable_tile_smem_bytes(tile), " bytes of shared memory, device has ",

@@ -26,7 +26,7 @@ class DeviceScope {
 
 }  // namespace
 
-ForwardBuffers::ForwardBuffers(const ForwardCapacity& capacity, int num_staging, int device)
+ForwardBuffers::ForwardBuffers(const ForwardCapacity& capacity, int num_staging, int device, size_t workspace_bytes)
     : planner_(capacity) {
   if (num_staging < 2) detail::fail_arg("ForwardBuffers: num_staging", ">= 2", num_staging);
   int count = 0;
@@ -56,7 +56,13 @@ ForwardBuffers::ForwardBuffers(const ForwardCapacity& capacity, int num_staging,
         std::memset(planner_.write_slots(staging_entry(entry), step), 0xff,
                     sizeof(int32_t) * static_cast<size_t>(capacity.max_batch) * capacity.max_q_len);
     OPENMLA_CUDA_CHECK(cudaMemcpy(device_base_, pinned_base_, layout.total_bytes, cudaMemcpyHostToDevice));
+    if (workspace_bytes > 0) {
+      OPENMLA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes));
+      OPENMLA_CUDA_CHECK(cudaMemset(workspace_, 0, workspace_bytes));
+      workspace_bytes_ = workspace_bytes;
+    }
   } catch (...) {
+    if (workspace_ != nullptr) cudaFree(workspace_);
     for (cudaEvent_t e : copied_)
       if (e != nullptr) cudaEventDestroy(e);
     if (pinned_base_ != nullptr) cudaFreeHost(pinned_base_);
@@ -72,6 +78,15 @@ ForwardBuffers::~ForwardBuffers() {
   for (cudaEvent_t e : copied_) cudaEventDestroy(e);
   cudaFreeHost(pinned_base_);
   cudaFree(device_base_);
+  // Kernels may still use the workspace; cudaFree alone does not promise to wait for them.
+  if (workspace_ != nullptr) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    cudaFree(workspace_);
+    cudaSetDevice(previous);
+  }
 }
 
 void* ForwardBuffers::staging_entry(int index) const noexcept {
@@ -167,6 +182,16 @@ static void check_view_args(const ForwardCapacity& c, const char* view, int padd
   if (q_len < 1 || q_len > c.max_q_len)
     detail::fail(Status::kInvalidArgument, "ForwardBuffers::", view, ": q_len: expected in [1, ", c.max_q_len,
                  "], got ", q_len);
+}
+
+void ForwardBuffers::plan(const DecodePlan& plan, int step, int padded_batch, cudaStream_t stream) const {
+  if (workspace_ == nullptr)
+    detail::fail(Status::kInvalidArgument, "ForwardBuffers::plan: no workspace (construct with workspace_bytes >= ",
+                 plan.workspace_bytes(), ")");
+  if (plan.shape().batch_size != padded_batch)
+    detail::fail(Status::kInvalidArgument, "ForwardBuffers::plan: plan.shape().batch_size: expected padded_batch = ",
+                 padded_batch, ", got ", plan.shape().batch_size);
+  plan.plan(cache_seqlens(step, padded_batch), workspace_, workspace_bytes_, stream);
 }
 
 TensorView ForwardBuffers::block_table(int padded_batch) const {

@@ -55,9 +55,9 @@ GraphRunner::GraphRunner(const GraphRunnerConfig& config, ForwardCallback forwar
   capacity.max_pages_per_request = config.max_pages_per_request;
   capacity.max_q_len = std::max(1, config.verify_q_len);
   capacity.max_steps = std::max(1, config.draft_steps);
-  buffers_ = std::make_unique<ForwardBuffers>(capacity, config.num_staging, config.device);
-  config_.device = buffers_->device();
-
+  // Plans first (the first one resolves device -1 and reports a missing device), then the
+  // buffers with one workspace large enough for every plan: they run in stream order.
+  size_t workspace_bytes = 0;
   for (ForwardMode mode : modes()) {
     for (int bucket : buckets_) {
       DecodeShape shape;
@@ -68,28 +68,15 @@ GraphRunner::GraphRunner(const GraphRunnerConfig& config, ForwardCallback forwar
       shape.kv_format = config.kv_format;
       shape.causal = true;
       auto plan = std::make_unique<DecodePlan>(shape, config.options, config_.device);
-      workspace_bytes_ = std::max(workspace_bytes_, plan->workspace_bytes());
+      config_.device = plan->device();
+      workspace_bytes = std::max(workspace_bytes, plan->workspace_bytes());
       plans_.emplace(Key{mode, bucket}, std::move(plan));
     }
   }
-  DeviceScope scope(config_.device);
-  OPENMLA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
-  // Zero once: the error word (offset 0) starts clear; plan() writes the schedule every step.
-  OPENMLA_CUDA_CHECK(cudaMemset(workspace_, 0, workspace_bytes_));
+  buffers_ = std::make_unique<ForwardBuffers>(capacity, config.num_staging, config_.device, workspace_bytes);
 }
 
-GraphRunner::~GraphRunner() {
-  destroy_graphs();
-  if (workspace_ != nullptr) {
-    // Replays may still use the workspace; cudaFree alone does not promise to wait for them.
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(config_.device);
-    cudaDeviceSynchronize();
-    cudaFree(workspace_);
-    cudaSetDevice(previous);
-  }
-}
+GraphRunner::~GraphRunner() { destroy_graphs(); }
 
 void GraphRunner::destroy_graphs() noexcept {
   for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
@@ -121,13 +108,13 @@ void GraphRunner::issue(ForwardMode mode, int bucket, cudaStream_t stream) {
     ctx.padded_batch = bucket;
     ctx.q_len = q_len;
     ctx.plan = &plan;
-    ctx.workspace = workspace_;
-    ctx.workspace_bytes = workspace_bytes_;
+    ctx.workspace = buffers_->workspace();
+    ctx.workspace_bytes = buffers_->workspace_bytes();
     ctx.block_table = buffers_->block_table(bucket);
     ctx.cache_seqlens = buffers_->cache_seqlens(step, bucket);
     ctx.write_slots = buffers_->write_slots(step, bucket, q_len);
     // Steps share the workspace: stream order puts step j's run before step j + 1's plan.
-    plan.plan(ctx.cache_seqlens, workspace_, workspace_bytes_, stream);
+    plan.plan(ctx.cache_seqlens, ctx.workspace, ctx.workspace_bytes, stream);
     forward_(ctx, stream);
   }
 }
@@ -177,7 +164,7 @@ void GraphRunner::capture(cudaStream_t stream) {
   }
   OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
   // Warm-up rows were padding; whatever a kernel flagged for them is not the engine's error.
-  DecodePlan::reset_device_errors(workspace_, stream);
+  DecodePlan::reset_device_errors(buffers_->workspace(), stream);
   OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -225,9 +212,11 @@ ForwardMeta GraphRunner::draft_decode(const PagePool& pool, const RequestId* req
 }
 
 unsigned GraphRunner::read_device_errors(cudaStream_t stream) const {
-  return DecodePlan::read_device_errors(workspace_, stream);
+  return DecodePlan::read_device_errors(buffers_->workspace(), stream);
 }
 
-void GraphRunner::reset_device_errors(cudaStream_t stream) { DecodePlan::reset_device_errors(workspace_, stream); }
+void GraphRunner::reset_device_errors(cudaStream_t stream) {
+  DecodePlan::reset_device_errors(buffers_->workspace(), stream);
+}
 
 }  // namespace openmla::runtime

@@ -48,7 +48,7 @@ void store_value(const TensorView& t, int64_t offset, double v) {
   }
 }
 
-// The two products of a page as register-blocked micro-kernels: kRowBlock query rows x one or two
+// The two products of a page as register-blocked micro-kernels: kRowBlock query rows x two
 // SIMD vectors of tokens (scores) or value columns (outputs), accumulators held in registers. Lanes
 // never mix, so each score and each output element is still a float64 sum in a fixed order (FMA
 // contraction may differ between the two instruction sets; both are float64). x86-64 picks an

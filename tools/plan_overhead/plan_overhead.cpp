@@ -140,10 +140,7 @@ int with_gpu(const Options& o) {
   shape.q_len = 1;
   shape.num_heads = o.heads;
   DecodePlan plan(shape);
-  void* workspace = nullptr;
-  check(cudaMalloc(&workspace, plan.workspace_bytes()), "cudaMalloc(workspace)");
-  DecodePlan::reset_device_errors(workspace, stream);
-  ForwardBuffers buffers(cap);
+  ForwardBuffers buffers(cap, /*num_staging=*/4, /*device=*/-1, plan.workspace_bytes());
 
   std::printf("device %s (%d SMs); decode planning, batch %d, h_q %d, context %d..%d tokens\n", prop.name,
               prop.multiProcessorCount, o.batch, o.heads, o.context, o.context + 63);
@@ -157,7 +154,7 @@ int with_gpu(const Options& o) {
     const ForwardMeta meta = buffers.planner().plan_decode(w.pool, w.requests.data(), o.batch, o.batch, staging);
     const double fill = since_us(t0);
     buffers.upload(meta, stream);
-    plan.plan(buffers.cache_seqlens(0, o.batch), workspace, plan.workspace_bytes(), stream);
+    buffers.plan(plan, 0, o.batch, stream);
     const double total = since_us(t0);
     if (step >= warmup) {
       fill_us.push_back(fill);
@@ -201,9 +198,9 @@ int with_gpu(const Options& o) {
               "afterwards: %s -> %s\n",
               held_steps, hold_ms, held_us, busy ? "yes" : "no",
               busy && held_us < 1000.0 * hold_ms / 2 ? "PASS (no host-device sync in the decode path)" : "FAIL");
-  const unsigned errors = runner.read_device_errors(stream) | DecodePlan::read_device_errors(workspace, stream);
+  const unsigned errors =
+      runner.read_device_errors(stream) | DecodePlan::read_device_errors(buffers.workspace(), stream);
   if (errors != 0) std::printf("  device errors: %s\n", describe_device_errors(errors).c_str());
-  cudaFree(workspace);
   cudaStreamDestroy(stream);
   return busy && errors == 0 ? 0 : 1;
 }

@@ -2,13 +2,14 @@
 // Part of the `openmla` library (needs the CUDA runtime); the planning itself is host-only
 // (forward_planner.h).
 //
-//   ForwardBuffers buffers(capacity);                               // cudaMalloc + pinned, ONCE
+//   ForwardBuffers buffers(capacity, 4, -1, plan.workspace_bytes());  // cudaMalloc + pinned, ONCE
 //   per step:
 //     ForwardMeta m = buffers.prepare_decode(pool, reqs, n, bucket, stream);   // fill + async copy
-//     decode_plan.plan(buffers.cache_seqlens(0, m.padded_batch), ws, ws_bytes, stream);
+//     buffers.plan(decode_plan, 0, m.padded_batch, stream);   // DecodePlan::plan on cache_seqlens(0)
 //     per layer: write_kv(... slots = buffers.write_slots(0, m.padded_batch, 1) ...);
 //                decode_plan.run({... block_table = buffers.block_table(m.padded_batch),
-//                                     cache_seqlens = buffers.cache_seqlens(0, m.padded_batch) ...});
+//                                     cache_seqlens = buffers.cache_seqlens(0, m.padded_batch) ...},
+//                                buffers.workspace(), buffers.workspace_bytes(), stream);
 //
 // What is synchronous: prepare_*() fills pinned host memory on the calling thread and enqueues
 // cudaMemcpyAsync calls on `stream`; it never synchronizes the device or the stream and never
@@ -28,6 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "openmla/decode.h"
 #include "openmla/runtime/forward_planner.h"
 #include "openmla/tensor.h"
 
@@ -35,8 +37,11 @@ namespace openmla::runtime {
 
 class ForwardBuffers {
  public:
-  // device = -1: the current device. num_staging >= 2.
-  explicit ForwardBuffers(const ForwardCapacity& capacity, int num_staging = 4, int device = -1);
+  // device = -1: the current device. num_staging >= 2. workspace_bytes > 0 also allocates a
+  // DecodePlan workspace of that size (the largest workspace_bytes() of the plans that will use
+  // it; plans on one stream can share it), zeroed once (device error word clear).
+  explicit ForwardBuffers(const ForwardCapacity& capacity, int num_staging = 4, int device = -1,
+                          size_t workspace_bytes = 0);
   ~ForwardBuffers();
   ForwardBuffers(const ForwardBuffers&) = delete;
   ForwardBuffers& operator=(const ForwardBuffers&) = delete;
@@ -74,6 +79,14 @@ class ForwardBuffers {
   // Raw device base pointer of the buffers (layout: planner().layout()).
   void* device_base() const noexcept { return device_base_; }
 
+  // The DecodePlan workspace (nullptr / 0 when none was requested).
+  void* workspace() const noexcept { return workspace_; }
+  size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+  // plan.plan(cache_seqlens(step, padded_batch), workspace(), workspace_bytes(), stream): the
+  // split-KV schedule of this step's uploaded seqlens (a kernel; no sync). plan's batch_size must
+  // equal padded_batch.
+  void plan(const DecodePlan& plan, int step, int padded_batch, cudaStream_t stream) const;
+
  private:
   void* staging_entry(int index) const noexcept;
 
@@ -84,6 +97,8 @@ class ForwardBuffers {
   int acquired_entry_ = -1;
   void* device_base_ = nullptr;
   void* pinned_base_ = nullptr;          // num_staging entries of layout().total_bytes (rounded)
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
   size_t entry_stride_ = 0;
   std::vector<cudaEvent_t> copied_;      // per entry: recorded after its upload
   std::vector<bool> in_flight_;          // per entry: an event was recorded and not yet waited on

@@ -123,9 +123,7 @@ class GraphRunner {
   std::vector<int> buckets_;
   std::unique_ptr<ForwardBuffers> buffers_;
   std::map<Key, std::unique_ptr<DecodePlan>> plans_;
-  std::map<Key, cudaGraphExec_t> graphs_;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
+  std::map<Key, cudaGraphExec_t> graphs_;  // the workspace is buffers_->workspace()
 };
 
 }  // namespace openmla::runtime
