@@ -166,7 +166,8 @@ unsigned request_guard(int64_t seqlen, int64_t max_pages, int q_len, bool causal
                        int64_t table_stride, int64_t num_pages) {
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
   if (seqlen > max_pages * kPageSize) return kDeviceErrorSeqlenBeyondTable;
-  if (causal && q_len > 1 && seqlen < q_len) return kDeviceErrorSeqlenBelowQueryLen;
+  // Length 0 is an empty request (batch padding), never an error.
+  if (causal && q_len > 1 && seqlen > 0 && seqlen < q_len) return kDeviceErrorSeqlenBelowQueryLen;
   const int64_t blocks = (seqlen + kPageSize - 1) / kPageSize;
   for (int64_t j = 0; j < blocks; ++j) {
     const int64_t page = table_row[j * table_stride];

@@ -383,7 +383,7 @@ TEST(Reference, DeviceGuardsGiveNanRowsAndErrorBitsWithoutTouchingOtherRequests)
     unsigned bit;
   };
   for (Single s : {Single{-1, -1, kDeviceErrorNegativeSeqlen}, Single{testing::kMaxBackedSeqlen + 64, -1, kDeviceErrorSeqlenBeyondTable},
-                   Single{0, -1, kDeviceErrorSeqlenBelowQueryLen}, Single{65, 1, kDeviceErrorPageIdOutOfRange}}) {
+                   Single{1, -1, kDeviceErrorSeqlenBelowQueryLen}, Single{65, 1, kDeviceErrorPageIdOutOfRange}}) {
     DecodeCase one = c;
     one.batch_size = 2;
     one.seqlens = {s.seqlen, 10};
@@ -397,6 +397,16 @@ TEST(Reference, DeviceGuardsGiveNanRowsAndErrorBitsWithoutTouchingOtherRequests)
   fine.causal = false;
   fine.seqlens = {1, 0};
   EXPECT_EQ(run_reference(make_decode_data(fine)).device_errors, 0u);
+  // Length 0 under causal s_q > 1 is an empty request (batch padding): out 0, lse -inf, no error.
+  DecodeCase padding = c;
+  padding.batch_size = 2;
+  padding.seqlens = {0, 10};
+  const ReferenceResult pad = run_reference(make_decode_data(padding));
+  EXPECT_EQ(pad.device_errors, 0u);
+  for (int64_t k = 0; k < rows; ++k) {
+    ASSERT_EQ(pad.lse[k], -std::numeric_limits<double>::infinity());
+    for (int j = 0; j < kHeadDimV; ++j) ASSERT_EQ(pad.out[k * kHeadDimV + j], 0.0);
+  }
 }
 
 TEST(Reference, PortableKernelsAgreeWithTheDefaultOnes) {

@@ -146,8 +146,9 @@ TEST_P(DecodeShapes, EdgeLengthsMatchReference) {
   c.q_dtype = sp.dtype;
   c.kv_format = sp.dtype == DType::kBFloat16 ? KVFormat::kBF16 : KVFormat::kFP16;
   // Lengths 0, 1, < 64, = 64, > 64, non-multiples; all >= s_q under causal (else a guard fires).
-  const int lo = (sp.causal && sp.q_len > 1) ? sp.q_len : 0;
-  c.seqlens = {std::max(lo, 0), std::max(lo, 1), 17, 63, 64, 65, 128, 200, 1000};
+  // Length 0 is always an empty request (out 0, lse -inf), causal or not.
+  const int lo = (sp.causal && sp.q_len > 1) ? sp.q_len : 1;
+  c.seqlens = {0, lo, 17, 63, 64, 65, 128, 200, 1000};
   c.batch_size = static_cast<int>(c.seqlens.size());
   c.seed = fresh_seed();
   expect_matches_reference(c);

@@ -458,6 +458,8 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       const cudaError_t sticky = cudaDeviceSynchronize();
       if (sticky != cudaSuccess) sticky_error_ = cudaGetErrorString(sticky);
     }
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc of a host copy
+    r.status = std::string("error: ") + e.what();
   }
   return timed;
 }

@@ -109,7 +109,9 @@ template <>
 __device__ __forceinline__ uint16_t to_bits16<__nv_bfloat16>(float x) {
   const uint32_t b = __float_as_uint(x);
   if (is_nan_bits(b)) return static_cast<uint16_t>((b >> 16) | 0x0040u);
-  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  // RNE on the 16 dropped bits in integer arithmetic: exact for subnormals and overflow (to inf)
+  // whatever the compiler's flush-to-zero setting.
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
 }
 template <>
 __device__ __forceinline__ uint16_t to_bits16<__half>(float x) {

@@ -25,9 +25,11 @@ struct TileConfig {
   static constexpr int kQkWarpsM = M / 16;
   static constexpr int kQkWarpsN = kWarps / kQkWarpsM;
   static constexpr int kQkKeys = N / kQkWarpsN;  // keys per warp
-  // O += P V: warps tile (M rows) x (512 cols). With 64 rows, 2 x 4 (32 x 128 per warp) reads
-  // half the V bytes from shared memory that 4 x 2 (16 x 256) would.
-  static constexpr int kPvWarpsM = M >= 32 ? 2 : 1;
+  // O += P V: warps tile (M rows) x (512 cols) as 1 x kWarps: every warp takes all M rows and
+  // 512 / kWarps columns, so V is read from shared memory once per tile (P, 8x smaller, is read
+  // by every warp). The kernel is bound by shared-memory reads: 1 x 8 moves 128 KB per 64x64
+  // tile where 2 x 4 moved 160 KB and 4 x 2 224 KB.
+  static constexpr int kPvWarpsM = 1;
   static constexpr int kPvWarpsN = kWarps / kPvWarpsM;
   static constexpr int kPvRows = M / kPvWarpsM;
   static constexpr int kPvCols = kHeadDimV / kPvWarpsN;

@@ -39,7 +39,8 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
   if (static_cast<int64_t>(seqlen) > static_cast<int64_t>(p.max_pages) * kPageTokens)
     return kDeviceErrorSeqlenBeyondTable;
-  if (p.causal && p.q_len > 1 && seqlen < p.q_len) return kDeviceErrorSeqlenBelowQueryLen;
+  // Length 0 is an empty request (batch padding): out 0, lse -inf, never an error.
+  if (p.causal && p.q_len > 1 && seqlen > 0 && seqlen < p.q_len) return kDeviceErrorSeqlenBelowQueryLen;
   if (planned != (seqlen + kPageTokens - 1) / kPageTokens) return kDeviceErrorPlanMismatch;
   return 0;
 }
