@@ -28,7 +28,6 @@ PortableTileInfo portable_tile_info(PortableTile t) noexcept {
     case PortableTile::kRows64Tokens64: return {TileRows64Tokens64::M, TileRows64Tokens64::N, TileRows64Tokens64::kNumWarps};
     case PortableTile::kRows64Tokens32: return {TileRows64Tokens32::M, TileRows64Tokens32::N, TileRows64Tokens32::kNumWarps};
     case PortableTile::kRows16Tokens32W4: return {TileRows16Tokens32W4::M, TileRows16Tokens32W4::N, TileRows16Tokens32W4::kNumWarps};
-    case PortableTile::kRows64Tokens64W16: return {TileRows64Tokens64W16::M, TileRows64Tokens64W16::N, TileRows64Tokens64W16::kNumWarps};
   }
   return {0, 0, 0};
 }
@@ -40,7 +39,6 @@ size_t portable_tile_smem_bytes(PortableTile t) noexcept {
     case PortableTile::kRows64Tokens64: return smem_of<TileRows64Tokens64>();
     case PortableTile::kRows64Tokens32: return smem_of<TileRows64Tokens32>();
     case PortableTile::kRows16Tokens32W4: return smem_of<TileRows16Tokens32W4>();
-    case PortableTile::kRows64Tokens64W16: return smem_of<TileRows64Tokens64W16>();
   }
   return 0;
 }
@@ -51,7 +49,6 @@ const char* portable_tile_name(PortableTile t) noexcept {
     case PortableTile::kRows64Tokens64: return "rows64_tokens64";
     case PortableTile::kRows64Tokens32: return "rows64_tokens32";
     case PortableTile::kRows16Tokens32W4: return "rows16_tokens32_w4";
-    case PortableTile::kRows64Tokens64W16: return "rows64_tokens64_w16";
   }
   return "unknown";
 }

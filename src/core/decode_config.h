@@ -17,9 +17,8 @@ enum class PortableTile : uint8_t {
   kRows64Tokens64 = 1,   // large h_q*s_q on >= 226 KB smem (sm90, sm100)
   kRows64Tokens32 = 2,   // sm80 / sm87 (164 KB)
   kRows16Tokens32W4 = 3, // sm86 / sm89 / sm120 (100 KB)
-  kRows64Tokens64W16 = 4, // large h_q*s_q, 16 warps (more latency hiding, fewer registers per warp)
 };
-inline constexpr int kNumPortableTiles = 5;
+inline constexpr int kNumPortableTiles = 4;
 
 struct PortableTileInfo {
   int rows;    // M

@@ -87,37 +87,54 @@ __device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int
   return true;
 }
 
-// S[warp rows 16 x kQkKeys] = Q K^T over the 576-dim row.
+// S[warp rows 16 x kQkKeys] += Q K^T over the k-steps [ks0, ks1) of 16 dims.
+template <class Cfg, typename T>
+__device__ __forceinline__ void qk_gemm_steps(const char* q_base, const char* k_base, int warp_m, int warp_n,
+                                              int lane, int ks, float (&s)[Cfg::kQkKeys / 8][4]) {
+  constexpr int kTiles = Cfg::kQkKeys / 8;
+  const int a_row = warp_m * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+  uint32_t a[4];
+  ldmatrix_x4(a, q_base + swizzled_chunk_offset(a_row, 2 * ks + lane / 16));
+  if constexpr (kTiles == 1) {
+    uint32_t b[2];
+    const int key = warp_n * 8 + (lane % 8);
+    ldmatrix_x2(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
+    mma_16x8x16<T>(s[0], a, b[0], b[1]);
+  } else {
+#pragma unroll
+    for (int pair = 0; pair < kTiles / 2; ++pair) {
+      uint32_t b[4];
+      const int key = warp_n * Cfg::kQkKeys + pair * 16 + (lane % 8) + (lane / 16) * 8;
+      ldmatrix_x4(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
+      mma_16x8x16<T>(s[2 * pair], a, b[0], b[1]);
+      mma_16x8x16<T>(s[2 * pair + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// S[warp rows 16 x kQkKeys] = Q K^T over the 576-dim row. Even and odd k-steps accumulate into
+// separate registers: two independent MMA chains per output tile, so the tensor pipe is not left
+// waiting on one chain's latency (the 36-step reduction is the longest chain of the kernel).
 template <class Cfg, typename T>
 __device__ __forceinline__ void qk_gemm(const T* sq, const T* sk, int warp_m, int warp_n, int lane,
                                         float (&s)[Cfg::kQkKeys / 8][4]) {
   constexpr int kTiles = Cfg::kQkKeys / 8;
+  float s_odd[kTiles][4];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[t][e] = s_odd[t][e] = 0.f;
   const char* q_base = reinterpret_cast<const char*>(sq);
   const char* k_base = reinterpret_cast<const char*>(sk);
-  const int a_row = warp_m * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-  const int a_chunk_hi = lane / 16;
-#pragma unroll 2
-  for (int ks = 0; ks < kRowChunks / 2; ++ks) {
-    uint32_t a[4];
-    ldmatrix_x4(a, q_base + swizzled_chunk_offset(a_row, 2 * ks + a_chunk_hi));
-    if constexpr (kTiles == 1) {
-      uint32_t b[2];
-      const int key = warp_n * 8 + (lane % 8);
-      ldmatrix_x2(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
-      mma_16x8x16<T>(s[0], a, b[0], b[1]);
-    } else {
-#pragma unroll
-      for (int pair = 0; pair < kTiles / 2; ++pair) {
-        uint32_t b[4];
-        const int key = warp_n * Cfg::kQkKeys + pair * 16 + (lane % 8) + (lane / 16) * 8;
-        ldmatrix_x4(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
-        mma_16x8x16<T>(s[2 * pair], a, b[0], b[1]);
-        mma_16x8x16<T>(s[2 * pair + 1], a, b[2], b[3]);
-      }
-    }
+#pragma unroll 1
+  for (int ks = 0; ks < kRowChunks / 2; ks += 2) {
+    qk_gemm_steps<Cfg, T>(q_base, k_base, warp_m, warp_n, lane, ks, s);
+    qk_gemm_steps<Cfg, T>(q_base, k_base, warp_m, warp_n, lane, ks + 1, s_odd);
   }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[t][e] += s_odd[t][e];
 }
 
 // O[warp rows kPvRows x kPvCols] += P V, V = first 512 columns of the K tile.

@@ -21,8 +21,6 @@ cudaError_t with_tile(detail::PortableTile tile, bool q_is_bf16, Fn&& fn) {
       return q_is_bf16 ? fn(TileRows64Tokens32{}, __nv_bfloat16{}) : fn(TileRows64Tokens32{}, __half{});
     case detail::PortableTile::kRows16Tokens32W4:
       return q_is_bf16 ? fn(TileRows16Tokens32W4{}, __nv_bfloat16{}) : fn(TileRows16Tokens32W4{}, __half{});
-    case detail::PortableTile::kRows64Tokens64W16:
-      return q_is_bf16 ? fn(TileRows64Tokens64W16{}, __nv_bfloat16{}) : fn(TileRows64Tokens64W16{}, __half{});
   }
   return cudaErrorInvalidValue;
 }

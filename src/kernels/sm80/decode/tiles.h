@@ -9,6 +9,5 @@ using TileRows16Tokens64 = TileConfig<16, 64, 8>;
 using TileRows64Tokens64 = TileConfig<64, 64, 8>;
 using TileRows64Tokens32 = TileConfig<64, 32, 8>;
 using TileRows16Tokens32W4 = TileConfig<16, 32, 4>;
-using TileRows64Tokens64W16 = TileConfig<64, 64, 16>;
 
 }  // namespace openmla::kernels::portable
