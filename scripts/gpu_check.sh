@@ -32,7 +32,7 @@ tests="build-gpu/tests/openmla_gpu_tests"
 note "gpu tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests.log" | tr '\n' ' ')"
 
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  subset='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.FlashMlaLseLayoutAndPaddedPages:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16:WriteKv*'
+  subset='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.FlashMlaLseLayoutAndPaddedPages:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16:WriteKV.*:AllFormats/WriteKVSweep.*'
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$subset" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
     note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"

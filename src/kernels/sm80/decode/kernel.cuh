@@ -87,78 +87,118 @@ __device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int
   return true;
 }
 
-// S[warp rows 16 x kQkKeys] += Q K^T over the k-steps [ks0, ks1) of 16 dims.
-template <class Cfg, typename T>
-__device__ __forceinline__ void qk_gemm_steps(const char* q_base, const char* k_base, int warp_m, int warp_n,
-                                              int lane, int ks, float (&s)[Cfg::kQkKeys / 8][4]) {
+// Fragments of one k-step (16 dims) of S = Q K^T for a warp: A (16 rows of Q), B (kQkKeys keys).
+template <class Cfg>
+struct QkFragments {
+  static constexpr int kTiles = Cfg::kQkKeys / 8;
+  uint32_t a[4];
+  uint32_t b[kTiles == 1 ? 1 : kTiles / 2][4];
+};
+
+// Shared addresses of a lane's ldmatrix rows for S = Q K^T. In a swizzled 72-chunk row, k-step ks
+// reads chunk 2 ks + h (h = 0/1 per lane), stored at 8 (ks / 4) + ((2 (ks % 4) + h) ^ (row & 7)):
+// four per-lane addresses (one per ks % 4) plus a constant per k-step cover the whole reduction.
+struct QkAddresses {
+  uint32_t q[4];
+  uint32_t k[4];
+};
+
+template <class Cfg>
+__device__ __forceinline__ QkAddresses qk_addresses(const void* sq, const void* sk, int warp_m, int warp_n, int lane) {
   constexpr int kTiles = Cfg::kQkKeys / 8;
   const int a_row = warp_m * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-  uint32_t a[4];
-  ldmatrix_x4(a, q_base + swizzled_chunk_offset(a_row, 2 * ks + lane / 16));
-  if constexpr (kTiles == 1) {
+  const int key_row = kTiles == 1 ? warp_n * 8 + (lane % 8) : warp_n * Cfg::kQkKeys + (lane % 8) + (lane / 16) * 8;
+  const int a_half = lane / 16, b_half = (lane / 8) % 2, r7 = lane % 8;  // a_row & 7 == key_row & 7 == r7
+  const uint32_t q_row = smem_addr(sq) + a_row * kRowChunks * kChunkBytes;
+  const uint32_t k_row = smem_addr(sk) + key_row * kRowChunks * kChunkBytes;
+  QkAddresses ad;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    ad.q[j] = q_row + (((2 * j + a_half) ^ r7) * kChunkBytes);
+    ad.k[j] = k_row + (((2 * j + b_half) ^ r7) * kChunkBytes);
+  }
+  return ad;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void load_qk_fragments(QkFragments<Cfg>& f, const QkAddresses& ad, int ks) {
+  const uint32_t step = (ks / 4) * 8 * kChunkBytes;
+  ldmatrix_x4(f.a, ad.q[ks % 4] + step);
+  if constexpr (QkFragments<Cfg>::kTiles == 1) {
     uint32_t b[2];
-    const int key = warp_n * 8 + (lane % 8);
-    ldmatrix_x2(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
-    mma_16x8x16<T>(s[0], a, b[0], b[1]);
+    ldmatrix_x2(b, ad.k[ks % 4] + step);
+    f.b[0][0] = b[0];
+    f.b[0][1] = b[1];
   } else {
 #pragma unroll
-    for (int pair = 0; pair < kTiles / 2; ++pair) {
-      uint32_t b[4];
-      const int key = warp_n * Cfg::kQkKeys + pair * 16 + (lane % 8) + (lane / 16) * 8;
-      ldmatrix_x4(b, k_base + swizzled_chunk_offset(key, 2 * ks + (lane / 8) % 2));
-      mma_16x8x16<T>(s[2 * pair], a, b[0], b[1]);
-      mma_16x8x16<T>(s[2 * pair + 1], a, b[2], b[3]);
+    for (int pair = 0; pair < QkFragments<Cfg>::kTiles / 2; ++pair)
+      ldmatrix_x4(f.b[pair], ad.k[ks % 4] + step + pair * 16 * kRowChunks * kChunkBytes);
+  }
+}
+
+template <class Cfg, typename T>
+__device__ __forceinline__ void mma_qk_fragments(const QkFragments<Cfg>& f, float (&s)[Cfg::kQkKeys / 8][4]) {
+  if constexpr (QkFragments<Cfg>::kTiles == 1) {
+    mma_16x8x16<T>(s[0], f.a, f.b[0][0], f.b[0][1]);
+  } else {
+#pragma unroll
+    for (int pair = 0; pair < QkFragments<Cfg>::kTiles / 2; ++pair) {
+      mma_16x8x16<T>(s[2 * pair], f.a, f.b[pair][0], f.b[pair][1]);
+      mma_16x8x16<T>(s[2 * pair + 1], f.a, f.b[pair][2], f.b[pair][3]);
     }
   }
 }
 
-// S[warp rows 16 x kQkKeys] = Q K^T over the 576-dim row. Even and odd k-steps accumulate into
-// separate registers: two independent MMA chains per output tile, so the tensor pipe is not left
-// waiting on one chain's latency (the 36-step reduction is the longest chain of the kernel).
+// S[warp rows 16 x kQkKeys] = Q K^T over the 576-dim row, fully unrolled with the next k-step's
+// fragments loaded before this one's MMAs: the ldmatrix latency hides behind tensor work (with
+// two warps per scheduler there is little else to hide it).
 template <class Cfg, typename T>
 __device__ __forceinline__ void qk_gemm(const T* sq, const T* sk, int warp_m, int warp_n, int lane,
                                         float (&s)[Cfg::kQkKeys / 8][4]) {
   constexpr int kTiles = Cfg::kQkKeys / 8;
-  float s_odd[kTiles][4];
+  constexpr int kSteps = kRowChunks / 2;
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
+  for (int t = 0; t < kTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+  const QkAddresses ad = qk_addresses<Cfg>(sq, sk, warp_m, warp_n, lane);
+  QkFragments<Cfg> frag[2];
+  load_qk_fragments<Cfg>(frag[0], ad, 0);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[t][e] = s_odd[t][e] = 0.f;
-  const char* q_base = reinterpret_cast<const char*>(sq);
-  const char* k_base = reinterpret_cast<const char*>(sk);
-#pragma unroll 1
-  for (int ks = 0; ks < kRowChunks / 2; ks += 2) {
-    qk_gemm_steps<Cfg, T>(q_base, k_base, warp_m, warp_n, lane, ks, s);
-    qk_gemm_steps<Cfg, T>(q_base, k_base, warp_m, warp_n, lane, ks + 1, s_odd);
+  for (int ks = 0; ks < kSteps; ++ks) {
+    if (ks + 1 < kSteps) load_qk_fragments<Cfg>(frag[(ks + 1) % 2], ad, ks + 1);
+    mma_qk_fragments<Cfg, T>(frag[ks % 2], s);
   }
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[t][e] += s_odd[t][e];
 }
 
-// O[warp rows kPvRows x kPvCols] += P V, V = first 512 columns of the K tile.
+// O[warp rows kPvRows x kPvCols] += P V, V = first 512 columns of the K tile. Fully unrolled
+// over the tile's k-steps of 16 keys so the next step's fragments load under this step's MMAs.
+// V rows: chunk c of key row r sits at c ^ (r & 7) and a warp's columns start at a multiple of 8
+// chunks, so four per-lane offsets (one per pair % 4) plus constants address every fragment.
 template <class Cfg, typename T>
 __device__ __forceinline__ void pv_gemm(const T* sp, const T* sv, int warp_m, int warp_n, int lane,
                                         float (&o)[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4]) {
+  constexpr int kRowTiles = Cfg::kPvRows / 16;
+  constexpr int kPairs = Cfg::kPvCols / 16;
+  static_assert((Cfg::kPvCols / 8) % 8 == 0, "a warp's V columns start at a multiple of 8 chunks");
+  const int hi = lane / 16, r7 = lane % 8;
+  const int v_key = (lane % 8) + ((lane / 8) % 2) * 8;
+  const uint32_t v_row = smem_addr(sv) + (v_key * kRowChunks + warp_n * (Cfg::kPvCols / 8)) * kChunkBytes;
+  uint32_t v_off[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v_off[j] = v_row + ((2 * j + hi) ^ r7) * kChunkBytes;
   const char* p_base = reinterpret_cast<const char*>(sp);
-  const char* v_base = reinterpret_cast<const char*>(sv);
-#pragma unroll 1
+  const int p_row = warp_m * Cfg::kPvRows + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
   for (int ks = 0; ks < Cfg::N / 16; ++ks) {
-    uint32_t a[Cfg::kPvRows / 16][4];
+    uint32_t a[kRowTiles][4];
 #pragma unroll
-    for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
-      const int row = warp_m * Cfg::kPvRows + i * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-      ldmatrix_x4(a[i], p_base + p_chunk_offset<Cfg>(row, 2 * ks + lane / 16));
-    }
+    for (int i = 0; i < kRowTiles; ++i)
+      ldmatrix_x4(a[i], p_base + p_chunk_offset<Cfg>(p_row + i * 16, 2 * ks + hi));
 #pragma unroll
-    for (int pair = 0; pair < Cfg::kPvCols / 16; ++pair) {
+    for (int pair = 0; pair < kPairs; ++pair) {
       uint32_t b[4];
-      const int key = ks * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-      const int chunk = (warp_n * Cfg::kPvCols + pair * 16) / 8 + lane / 16;
-      ldmatrix_x4_trans(b, v_base + swizzled_chunk_offset(key, chunk));
+      ldmatrix_x4_trans(b, v_off[pair % 4] + (pair / 4) * 8 * kChunkBytes + ks * 16 * kRowChunks * kChunkBytes);
 #pragma unroll
-      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+      for (int i = 0; i < kRowTiles; ++i) {
         mma_16x8x16<T>(o[i][2 * pair], a[i], b[0], b[1]);
         mma_16x8x16<T>(o[i][2 * pair + 1], a[i], b[2], b[3]);
       }
