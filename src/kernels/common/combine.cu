@@ -57,6 +57,9 @@ __global__ void __launch_bounds__(kWarps * 32) combine_kernel(DecodeParams p) {
   float acc[16];
 #pragma unroll
   for (int j = 0; j < 16; ++j) acc[j] = 0.f;
+  // Unrolled so several partials' loads are in flight: a long request split over every SM has
+  // 100+ partials and one dependent load at a time would make the combine slower than the attention.
+#pragma unroll 4
   for (int i = 0; i < n; ++i) {
     const float w = (i < kMaxSplitsInSmem ? weights[warp][i]
                                           : (m == -INFINITY ? 0.f : __expf(p.lse_partial[(slot0 + i) * p.rows + row] - m))) * inv;

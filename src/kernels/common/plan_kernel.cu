@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
     Scan(scan_storage).ExclusiveSum(my_total, excl, total);
   }
   __syncthreads();
-  const long long per_part = (total + num_parts - 1) / num_parts;  // >= 1 since total >= batch >= 1
+  const long long per_part = max((total + num_parts - 1) / num_parts, static_cast<long long>(kMinUnitsPerPart));
 
   // Pass 2: each request finds the parts its units fall in (unit k of request r sits at position
   // start_r + overhead + k; part = position / per_part).

@@ -20,6 +20,10 @@
 namespace openmla::kernels {
 
 inline constexpr int kRequestOverheadUnits = 1;
+// A part gets at least this many units: below it, a split's fixed costs (Q load, pipeline fill,
+// partial write and its combine read: a 16-row partial is 32 KB against 72 KB per KV block) cost
+// more than the parallelism gains. Short batches then leave parts empty instead of splitting thin.
+inline constexpr int kMinUnitsPerPart = 4;
 inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tables are far smaller
 
 struct SplitPart {

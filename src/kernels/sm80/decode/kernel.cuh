@@ -346,6 +346,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       __syncthreads();
 
       // ---- O = O * alpha + P V ----
+      // Once the running maxima settle most tiles leave every row's max unchanged (alpha = 1):
+      // skipping the rescale then saves kPvRows * kPvCols / 32 multiplies per thread and their
+      // dependency in front of the MMAs. The test is warp-uniform.
+      float alpha[Cfg::kPvRows / 16][2];
+      bool rescale = false;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
@@ -353,13 +358,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
           const int row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const float m_old = sm.row_max[cur][row];
           const float m_new = tile_row_max<Cfg>(sm, cur, row);
-          const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+          alpha[i][h] = (m_new == -INFINITY || m_new == m_old) ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+          rescale |= alpha[i][h] != 1.f;
+        }
+      }
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int i = 0; i < Cfg::kPvRows / 16; ++i)
 #pragma unroll
           for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
-            o[i][j][2 * h] *= alpha;
-            o[i][j][2 * h + 1] *= alpha;
+            o[i][j][0] *= alpha[i][0];
+            o[i][j][1] *= alpha[i][0];
+            o[i][j][2] *= alpha[i][1];
+            o[i][j][3] *= alpha[i][1];
           }
-        }
       }
       pv_gemm<Cfg, T>(sm.p, skv, pv_m, pv_n, lane, o);
 
