@@ -4,6 +4,7 @@
 #include "openmla/fp8.h"
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "openmla/kv_format.h"
@@ -116,6 +117,9 @@ float ds_mla_tile_scale(float amax) noexcept {
   amax = std::fabs(amax);
   // Non-finite amax: 2^ceil(log2(.)) of inf is inf, of NaN is NaN, as in FlashMLA's quantizer.
   // Either way every value of the tile then decodes to NaN (docs/kv-formats.md).
+  // A NaN scale is the canonical quiet NaN (0x7FC00000) whatever NaN the tile held, so host and
+  // GPU writers agree byte for byte.
+  if (std::isnan(amax)) return std::numeric_limits<float>::quiet_NaN();
   if (!std::isfinite(amax)) return amax;
   float ratio = amax / kE4M3Max;
   if (ratio <= kDsMlaMinScale) return kDsMlaMinScale;

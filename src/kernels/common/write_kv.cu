@@ -146,6 +146,7 @@ constexpr float kDsMlaMinScale = 0x1p-13f;
 // A non-finite amax is returned as is (the tile then decodes to NaN, docs/kv-formats.md).
 __device__ __forceinline__ float ds_mla_tile_scale(float amax) {
   amax = fabsf(amax);
+  if (isnan(amax)) return __uint_as_float(0x7FC00000u);  // canonical quiet NaN, as the host codec
   if (!isfinite(amax)) return amax;
   const float ratio = __fdiv_rn(amax, fp8::kE4M3Max);
   if (ratio <= kDsMlaMinScale) return kDsMlaMinScale;
