@@ -51,11 +51,9 @@ const char* backend_name(Backend b) noexcept {
 
 DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, int device) : shape_(shape) {
   detail::validate_decode_shape(shape);
-  if (shape.kv_format != KVFormat::kBF16 && shape.kv_format != KVFormat::kFP16) {
-    detail::fail(Status::kUnsupported, "shape.kv_format: expected bf16 or fp16 for the GPU decode kernels, got ",
-                 kv_format_name(shape.kv_format), " (FP8 decode kernels arrive with the FP8 release)");
-  }
-  if ((shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
+  // A 16-bit cache is read in the query's type; FP8 caches are dequantized to it.
+  const bool cache_is_16bit = shape.kv_format == KVFormat::kBF16 || shape.kv_format == KVFormat::kFP16;
+  if (cache_is_16bit && (shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
     detail::fail_arg("shape.q_dtype", std::string("the KV cache's type (") + kv_format_name(shape.kv_format) + ")",
                      dtype_name(shape.q_dtype));
   }
@@ -95,21 +93,22 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
       detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
                        forced_tile);
     tile = static_cast<detail::PortableTile>(forced_tile);
-    if (detail::portable_tile_smem_bytes(tile) > prop.sharedMemPerBlockOptin)
+    if (detail::portable_tile_smem_bytes(tile, shape.kv_format) > prop.sharedMemPerBlockOptin)
       detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
-                   detail::portable_tile_smem_bytes(tile), " bytes of shared memory, device has ",
-                   prop.sharedMemPerBlockOptin);
+                   detail::portable_tile_smem_bytes(tile, shape.kv_format), " bytes of shared memory for ",
+                   kv_format_name(shape.kv_format), ", device has ", prop.sharedMemPerBlockOptin);
   } else {
-    tile = detail::choose_portable_tile(rows, prop.sharedMemPerBlockOptin);
+    tile = detail::choose_portable_tile(rows, shape.kv_format, prop.sharedMemPerBlockOptin);
   }
   portable_tile_ = static_cast<int>(tile);
 
   int current = 0;
   OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
   OPENMLA_CUDA_CHECK(cudaSetDevice(device));
-  OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, is_bf16(shape.q_dtype)));
+  OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, shape.kv_format, is_bf16(shape.q_dtype)));
   int ctas_per_sm = 0;
-  OPENMLA_CUDA_CHECK(kernels::portable_decode_ctas_per_sm(tile, is_bf16(shape.q_dtype), &ctas_per_sm));
+  OPENMLA_CUDA_CHECK(
+      kernels::portable_decode_ctas_per_sm(tile, shape.kv_format, is_bf16(shape.q_dtype), &ctas_per_sm));
   OPENMLA_CUDA_CHECK(cudaSetDevice(current));
   if (ctas_per_sm < 1)
     detail::fail(Status::kUnsupported, "device: the portable decode kernel (", detail::portable_tile_name(tile),
@@ -144,8 +143,12 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.num_heads = shape_.num_heads;
   p.rows = rows;
   p.causal = shape_.causal && shape_.q_len > 1;
-  p.softmax_scale = args.softmax_scale;
-  p.scale_log2 = static_cast<float>(static_cast<double>(args.softmax_scale) * 1.4426950408889634);
+  // Per-tensor FP8: the kernel works on the raw e4m3 values; the cache scale multiplies every
+  // score (folded into the softmax scale) and every output (out_scale). Exact for any scale.
+  const double kv_scale = shape_.kv_format == KVFormat::kFP8E4M3 ? static_cast<double>(args.kv.scale) : 1.0;
+  p.softmax_scale = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale);
+  p.scale_log2 = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale * 1.4426950408889634);
+  p.out_scale = static_cast<float>(kv_scale);
   p.q = args.q.data;
   p.q_stride_b = args.q.strides[0];
   p.q_stride_s = args.q.strides[1];
@@ -176,8 +179,8 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.error_word = ws.error_word;
 
   const bool bf16 = is_bf16(shape_.q_dtype);
-  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_), bf16,
-                                                     programmatic_launch_, stream));
+  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),
+                                                     shape_.kv_format, bf16, programmatic_launch_, stream));
   if (detail::max_partials(shape_.batch_size, num_parts_) > 0) {
     OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, programmatic_launch_, stream));
   }

@@ -13,8 +13,13 @@ namespace {
 // The kernels' shared-memory plans are plain structs: their sizeof is the launch's smem size.
 // uint16_t stands in for bf16/fp16 (same size and alignment).
 template <class Cfg>
-constexpr size_t smem_of() {
-  return sizeof(kernels::portable::SharedStorage<Cfg, uint16_t>);
+size_t smem_of(KVFormat format) {
+  using namespace kernels::portable;
+  switch (format) {
+    case KVFormat::kFP8E4M3: return sizeof(SharedStorage<Cfg, uint16_t, kKvE4M3>);
+    case KVFormat::kFP8DsMla: return sizeof(SharedStorage<Cfg, uint16_t, kKvDsMla>);
+    default: return sizeof(SharedStorage<Cfg, uint16_t, kKv16Bit>);
+  }
 }
 
 constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -32,13 +37,13 @@ PortableTileInfo portable_tile_info(PortableTile t) noexcept {
   return {0, 0, 0};
 }
 
-size_t portable_tile_smem_bytes(PortableTile t) noexcept {
+size_t portable_tile_smem_bytes(PortableTile t, KVFormat format) noexcept {
   using namespace kernels::portable;
   switch (t) {
-    case PortableTile::kRows16Tokens64: return smem_of<TileRows16Tokens64>();
-    case PortableTile::kRows64Tokens64: return smem_of<TileRows64Tokens64>();
-    case PortableTile::kRows64Tokens32: return smem_of<TileRows64Tokens32>();
-    case PortableTile::kRows16Tokens32W4: return smem_of<TileRows16Tokens32W4>();
+    case PortableTile::kRows16Tokens64: return smem_of<TileRows16Tokens64>(format);
+    case PortableTile::kRows64Tokens64: return smem_of<TileRows64Tokens64>(format);
+    case PortableTile::kRows64Tokens32: return smem_of<TileRows64Tokens32>(format);
+    case PortableTile::kRows16Tokens32W4: return smem_of<TileRows16Tokens32W4>(format);
   }
   return 0;
 }
@@ -53,7 +58,7 @@ const char* portable_tile_name(PortableTile t) noexcept {
   return "unknown";
 }
 
-PortableTile choose_portable_tile(int rows, size_t max_smem_per_block) {
+PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per_block) {
   // Few rows (h_q * s_q <= 32, the memory-bound TP8/TP4 decode): 16-row tiles, several m-tiles
   // re-read the same KV from L2 rather than wasting MMA rows. More rows: 64-row tiles.
   static constexpr PortableTile kFewRows[] = {PortableTile::kRows16Tokens64, PortableTile::kRows16Tokens32W4};
@@ -61,13 +66,13 @@ PortableTile choose_portable_tile(int rows, size_t max_smem_per_block) {
                                                PortableTile::kRows16Tokens32W4};
   if (rows <= 32) {
     for (PortableTile t : kFewRows)
-      if (portable_tile_smem_bytes(t) <= max_smem_per_block) return t;
+      if (portable_tile_smem_bytes(t, format) <= max_smem_per_block) return t;
   } else {
     for (PortableTile t : kManyRows)
-      if (portable_tile_smem_bytes(t) <= max_smem_per_block) return t;
+      if (portable_tile_smem_bytes(t, format) <= max_smem_per_block) return t;
   }
   fail(Status::kUnsupported, "device: expected at least ",
-       portable_tile_smem_bytes(PortableTile::kRows16Tokens32W4),
+       portable_tile_smem_bytes(PortableTile::kRows16Tokens32W4, format),
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 

@@ -26,12 +26,14 @@ struct PortableTileInfo {
   int warps;
 };
 PortableTileInfo portable_tile_info(PortableTile t) noexcept;
-size_t portable_tile_smem_bytes(PortableTile t) noexcept;
+// Shared memory of the tile's kernel for a cache format (quantized formats add a raw staging
+// buffer and drop the second dequantized stage).
+size_t portable_tile_smem_bytes(PortableTile t, KVFormat format) noexcept;
 const char* portable_tile_name(PortableTile t) noexcept;
 
 // Picks the tile for rows = s_q * h_q given the per-block opt-in smem limit.
 // Throws Error(kUnsupported) when no tile fits the device.
-PortableTile choose_portable_tile(int rows, size_t max_smem_per_block);
+PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per_block);
 
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;

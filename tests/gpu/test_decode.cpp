@@ -175,6 +175,74 @@ INSTANTIATE_TEST_SUITE_P(AllSupported, DecodeShapes, ::testing::ValuesIn(all_sha
                                   (p.causal ? "_causal" : "_full") + (p.dtype == DType::kBFloat16 ? "_bf16" : "_fp16");
                          });
 
+// FP8 caches: the kernel dequantizes exactly (e4m3 -> bf16/fp16, times a power-of-two ds_mla
+// scale; the per-tensor scale is folded into the softmax scale and the output), so it is held to
+// the same tolerance against the reference computed on the dequantized cache.
+struct Fp8Param {
+  KVFormat format;
+  int q_len;
+  int num_heads;
+  DType q_dtype;
+};
+
+class DecodeFp8 : public ::testing::TestWithParam<Fp8Param> {};
+
+TEST_P(DecodeFp8, EdgeLengthsMatchReference) {
+  const Fp8Param fp = GetParam();
+  DecodeCase c;
+  c.q_len = fp.q_len;
+  c.num_heads = fp.num_heads;
+  c.causal = true;
+  c.q_dtype = fp.q_dtype;
+  c.kv_format = fp.format;
+  c.kv_fp8_scale = 0.05f;  // a cache scale far from 1 (values e4m3 * 0.05)
+  const int lo = fp.q_len > 1 ? fp.q_len : 1;
+  c.seqlens = {0, lo, 17, 63, 64, 65, 200, 1000};
+  c.batch_size = static_cast<int>(c.seqlens.size());
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+}
+
+std::vector<Fp8Param> fp8_shapes() {
+  std::vector<Fp8Param> v;
+  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+    for (int h : {8, 16, 32, 64, 128})
+      for (int s : {1, 4}) v.push_back({f, s, h, DType::kBFloat16});
+  v.push_back({KVFormat::kFP8E4M3, 2, 16, DType::kFloat16});
+  v.push_back({KVFormat::kFP8DsMla, 2, 128, DType::kFloat16});
+  v.push_back({KVFormat::kFP8DsMla, 16, 16, DType::kBFloat16});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()),
+                         [](const ::testing::TestParamInfo<Fp8Param>& info) {
+                           const Fp8Param& p = info.param;
+                           return std::string(p.format == KVFormat::kFP8E4M3 ? "e4m3" : "dsmla") + "_sq" +
+                                  std::to_string(p.q_len) + "_hq" + std::to_string(p.num_heads) +
+                                  (p.q_dtype == DType::kBFloat16 ? "_bf16" : "_fp16");
+                         });
+
+TEST(Decode, Fp8LargeBatchSplitAndGuards) {
+  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+    DecodeCase c;
+    c.batch_size = 64;
+    c.q_len = 2;
+    c.num_heads = 16;
+    c.kv_format = f;
+    c.seed = fresh_seed();
+    c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
+    for (int& x : c.seqlens) x = std::max(x, c.q_len);
+    c.seqlens[5] = 5000;  // one long request split over many parts
+    DecodeData d = make_decode_data(c);
+    d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
+    ReferenceResult ref = run_reference(d);
+    GpuDecodeResult gpu = run_gpu(d);
+    CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+    EXPECT_TRUE(cmp.ok) << kv_format_name(f) << ": " << cmp.message;
+    EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+  }
+}
+
 TEST(Decode, LargeBatchRandomLengths) {
   DecodeCase c;
   c.batch_size = 128;
@@ -243,19 +311,23 @@ TEST(Decode, EveryPortableTileMatchesReference) {
   OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
   for (int tile = 0; tile < detail::kNumPortableTiles; ++tile) {
     const auto t = static_cast<detail::PortableTile>(tile);
-    if (detail::portable_tile_smem_bytes(t) > prop.sharedMemPerBlockOptin) continue;
-    SCOPED_TRACE(detail::portable_tile_name(t));
-    DecodeOptions opt;
-    opt.portable_tile = tile;
-    for (int heads : {16, 128}) {
-      DecodeCase c;
-      c.batch_size = 4;
-      c.q_len = 2;
-      c.num_heads = heads;
-      c.causal = true;
-      c.seqlens = {2, 33, 64, 1000};
-      c.seed = fresh_seed();
-      expect_matches_reference(c, opt);
+    for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      if (detail::portable_tile_smem_bytes(t, format) > prop.sharedMemPerBlockOptin) continue;
+      SCOPED_TRACE(std::string(detail::portable_tile_name(t)) + " " + kv_format_name(format));
+      DecodeOptions opt;
+      opt.portable_tile = tile;
+      for (int heads : {16, 128}) {
+        DecodeCase c;
+        c.batch_size = 4;
+        c.q_len = 2;
+        c.num_heads = heads;
+        c.causal = true;
+        c.kv_format = format;
+        c.kv_fp8_scale = 0.37f;
+        c.seqlens = {2, 33, 64, 1000};
+        c.seed = fresh_seed();
+        expect_matches_reference(c, opt);
+      }
     }
   }
 }

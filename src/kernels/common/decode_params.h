@@ -16,6 +16,9 @@ struct DecodeParams {
   bool causal;    // applied only when q_len > 1
   float softmax_scale;
   float scale_log2;  // softmax_scale * log2(e): scores go through exp2
+  // Per-tensor FP8: scores and outputs are computed on the raw e4m3 values; the cache scale is
+  // folded into softmax_scale / scale_log2 above and into out_scale (1 for other formats).
+  float out_scale;
 
   // q [b, s_q, h_q, 576], strides in elements.
   const void* q;

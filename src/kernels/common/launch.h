@@ -21,12 +21,12 @@ cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, SplitPart*
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // Raises the kernel's dynamic shared-memory limit (once per process and device, on plan creation).
-cudaError_t prepare_portable_decode(detail::PortableTile tile, bool q_is_bf16);
+cudaError_t prepare_portable_decode(detail::PortableTile tile, KVFormat format, bool q_is_bf16);
 // Resident CTAs per SM of the portable kernel for this tile (occupancy calculator).
-cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, bool q_is_bf16, int* ctas);
-// The portable split-KV kernel for every tile / dtype; grid = (m_tiles, num_parts).
-cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, bool q_is_bf16,
-                                   bool programmatic, cudaStream_t stream);
+cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat format, bool q_is_bf16, int* ctas);
+// The portable split-KV kernel for every tile / query dtype / cache format; grid = (m_tiles, num_parts).
+cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format,
+                                   bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.
 template <typename... KernelArgs, typename... Args>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace openmla::kernels::portable {
 
@@ -12,6 +13,9 @@ inline constexpr int kHeadDimV = 512;
 inline constexpr int kChunkBytes = 16;                       // one cp.async / ldmatrix row
 inline constexpr int kRowChunks = kHeadDimQK * 2 / kChunkBytes;  // 72 chunks per 576-wide row
 inline constexpr int kPageTokens = 64;
+inline constexpr int kRopeDimBytes = 64 * 2;   // ds_mla rope: 64 bf16
+inline constexpr int kDsMlaScalesByte = 512;   // ds_mla token: 4 float32 tile scales
+inline constexpr int kDsMlaRopeByte = 528;     // ds_mla token: rope
 
 template <int kRows, int kTokens, int kWarps>
 struct TileConfig {
@@ -19,7 +23,6 @@ struct TileConfig {
   static constexpr int N = kTokens;   // KV tokens per pipeline stage
   static constexpr int kNumWarps = kWarps;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = 2;
 
   // S = Q K^T: warps tile (M rows) x (N keys) as kQkWarpsM x kQkWarpsN.
   static constexpr int kQkWarpsM = M / 16;
@@ -47,12 +50,38 @@ struct TileConfig {
   static_assert(N % 16 == 0 && kPageTokens % N == 0, "a stage is a whole part of one page");
 };
 
+// How the cache stores a token (the kernel is instantiated per kind; bf16 and fp16 caches are
+// the 16-bit kind read in the query's type).
+enum KvKind : int {
+  kKv16Bit = 0,  // 576 x bf16/fp16 (1152 B)
+  kKvE4M3 = 1,   // 576 x e4m3, per-tensor scale folded into the softmax scale and the output (576 B)
+  kKvDsMla = 2,  // 512 x e4m3 | 4 x f32 tile scale | 64 x bf16 rope (656 B)
+};
+
+template <int kKind>
+struct KvLayout {
+  static constexpr bool kQuantized = kKind != kKv16Bit;
+  static constexpr int kTokenBytes = kKind == kKv16Bit ? 1152 : kKind == kKvE4M3 ? 576 : 656;
+  static constexpr int kTokenChunks = kTokenBytes / kChunkBytes;  // 72, 36, 41
+  // 16-bit tiles are copied straight into two swizzled stages; quantized tiles land raw in one
+  // staging buffer (the second pipeline stage) and are dequantized into a single swizzled stage.
+  static constexpr int kStages = kQuantized ? 1 : 2;
+  static_assert(kTokenBytes % kChunkBytes == 0, "tokens are whole 16-byte chunks");
+};
+
+template <class Cfg, int kKind, bool kQuantized = KvLayout<kKind>::kQuantized>
+struct RawStaging {};  // 16-bit caches: none (empty base, no bytes)
+template <class Cfg, int kKind>
+struct RawStaging<Cfg, kKind, true> {
+  alignas(128) uint8_t raw[Cfg::N * KvLayout<kKind>::kTokenBytes];
+};
+
 // Shared memory of one CTA. Q and KV rows are 72 chunks with chunk c of row r stored at
 // c ^ (r & 7): ldmatrix reads 8 rows of one chunk column without bank conflicts.
-template <class Cfg, typename T>
-struct SharedStorage {
+template <class Cfg, typename T, int kKind>
+struct SharedStorage : RawStaging<Cfg, kKind> {
   alignas(128) T q[Cfg::M * kHeadDimQK];
-  alignas(128) T kv[Cfg::kStages][Cfg::N * kHeadDimQK];
+  alignas(128) T kv[KvLayout<kKind>::kStages][Cfg::N * kHeadDimQK];
   alignas(128) T p[Cfg::M * Cfg::kPRowChunks * 8];
   float partial_max[Cfg::kQkWarpsN][Cfg::M];  // per key-warp row maxima of this tile
   float partial_sum[Cfg::kQkWarpsN][Cfg::M];

@@ -13,8 +13,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
@@ -85,6 +87,96 @@ __device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int
     cp_async_16(reinterpret_cast<char*>(skv) + swizzled_chunk_offset(r, c), valid ? src : page_base, valid);
   }
   return true;
+}
+
+// One quantized KV tile, as stored, into the staging buffer (same guards as load_kv_tile).
+template <class Cfg, int kKind>
+__device__ __forceinline__ bool load_kv_tile_raw(const DecodeParams& p, int req, int tile, int seqlen, uint8_t* raw) {
+  using Layout = KvLayout<kKind>;
+  const int first_token = tile * Cfg::N;
+  const int page = p.block_table[req * p.block_table_stride + first_token / kPageTokens];
+  if (page < 0 || page >= p.num_pages) return false;
+  const char* tile_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
+                          (first_token % kPageTokens) * Layout::kTokenBytes;
+  for (int i = threadIdx.x; i < Cfg::N * Layout::kTokenChunks; i += Cfg::kThreads) {
+    const bool valid = first_token + i / Layout::kTokenChunks < seqlen;
+    cp_async_16(raw + i * kChunkBytes, valid ? tile_base + i * kChunkBytes : tile_base, valid);
+  }
+  return true;
+}
+
+// 16 e4m3 values (one 16-byte chunk) -> two 8-value chunks of T, each value times `scale`.
+// e4m3 -> f16 is exact (hardware cvt from sm_89, bit operations before); the product with a
+// power-of-two ds_mla scale (or 1) is exact in bf16.
+template <typename T>
+__device__ __forceinline__ void dequantize_chunk(uint4 packed, float scale, uint4& lo, uint4& hi) {
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h));
+      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      if constexpr (std::is_same_v<T, __half>) {
+        if (scale == 1.f) {
+          out[2 * w + h] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
+          continue;
+        }
+      }
+      const float2 f = __half22float2(__half2(raw));
+      out[2 * w + h] = pack2<T>(f.x * scale, f.y * scale);
+    }
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// Staging buffer (raw tokens) -> swizzled stage of T rows, for the quantized kinds. The
+// per-tensor e4m3 scale is not applied here: the host folds it into the softmax scale and the
+// output, so the stage holds exact e4m3 values.
+template <class Cfg, typename T, int kKind>
+__device__ __forceinline__ void dequantize_kv_tile(const uint8_t* raw, T* skv) {
+  char* dst = reinterpret_cast<char*>(skv);
+  if constexpr (kKind == kKvE4M3) {
+    constexpr int kChunks = kHeadDimQK / 16;  // 36 raw chunks per token
+    for (int i = threadIdx.x; i < Cfg::N * kChunks; i += Cfg::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      uint4 lo, hi;
+      dequantize_chunk<T>(*reinterpret_cast<const uint4*>(raw + i * kChunkBytes), 1.f, lo, hi);
+      *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c)) = lo;
+      *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c + 1)) = hi;
+    }
+  } else {
+    static_assert(kKind == kKvDsMla, "quantized kinds: e4m3, ds_mla");
+    constexpr int kLatentChunks = kHeadDimV / 16;      // 32 raw chunks of e4m3
+    constexpr int kRopeChunks = kRopeDimBytes / 16;    // 8 raw chunks of bf16
+    constexpr int kChunks = kLatentChunks + kRopeChunks;
+    constexpr int kTokenBytes = KvLayout<kKvDsMla>::kTokenBytes;
+    for (int i = threadIdx.x; i < Cfg::N * kChunks; i += Cfg::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const uint8_t* token = raw + r * kTokenBytes;
+      if (c < kLatentChunks) {
+        const float scale = reinterpret_cast<const float*>(token + kDsMlaScalesByte)[c / 8];
+        uint4 lo, hi;
+        dequantize_chunk<T>(*reinterpret_cast<const uint4*>(token + c * kChunkBytes), scale, lo, hi);
+        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c)) = lo;
+        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c + 1)) = hi;
+      } else {
+        const int k = c - kLatentChunks;
+        uint4 rope = *reinterpret_cast<const uint4*>(token + kDsMlaRopeByte + k * kChunkBytes);
+        if constexpr (std::is_same_v<T, __half>) {  // bf16 rope for an fp16 query: round once
+          uint32_t* w = reinterpret_cast<uint32_t*>(&rope);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
+            w[j] = pack2<__half>(f.x, f.y);
+          }
+        }
+        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, kLatentChunks * 2 + k)) = rope;
+      }
+    }
+  }
 }
 
 // Fragments of one k-step (16 dims) of S = Q K^T for a warp: A (16 rows of Q), B (kQkKeys keys).
@@ -219,9 +311,10 @@ __device__ __forceinline__ float tile_row_max(const Smem& sm, int cur, int row) 
 // exp2(-inf - base) = 0 instead of NaN.
 __device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
-template <class Cfg, typename T>
+template <class Cfg, typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const DecodeParams p) {
-  using Smem = SharedStorage<Cfg, T>;
+  using Smem = SharedStorage<Cfg, T, kKind>;
+  constexpr bool kQuantized = KvLayout<kKind>::kQuantized;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
@@ -257,10 +350,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       sm.row_max[0][tid] = -INFINITY;
       sm.row_sum[0][tid] = 0.f;
     }
+    // Loads the KV tile `t` into pipeline stage `stage`: 16-bit tiles straight into a swizzled
+    // stage, quantized tiles into the raw staging buffer (their only other stage).
+    auto load_tile = [&](int t, int stage) -> bool {
+      if constexpr (kQuantized) {
+        return load_kv_tile_raw<Cfg, kKind>(p, req, t, seqlen, sm.raw);
+      } else {
+        return load_kv_tile<Cfg, T>(p, req, t, seqlen, sm.kv[stage]);
+      }
+    };
     bool bad_page = false;
     if (tile_begin < tile_end) {
       load_q<Cfg, T>(p, req, m_tile, sm.q);
-      bad_page |= !load_kv_tile<Cfg, T>(p, req, tile_begin, seqlen, sm.kv[0]);
+      bad_page |= !load_tile(tile_begin, 0);
     }
     cp_async_commit();
 
@@ -272,12 +374,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
 
     int cur = 0;
     for (int tile = tile_begin; tile < tile_end; ++tile) {
-      const int stage = (tile - tile_begin) % Cfg::kStages;
+      const int stage = (tile - tile_begin) % KvLayout<kKind>::kStages;
       cp_async_wait<0>();
       __syncthreads();  // tile landed for all threads; all warps done with the other stage
-      if (tile + 1 < tile_end) {
-        bad_page |= !load_kv_tile<Cfg, T>(p, req, tile + 1, seqlen, sm.kv[stage ^ 1]);
+      if constexpr (kQuantized) {
+        dequantize_kv_tile<Cfg, T, kKind>(sm.raw, sm.kv[0]);
+        __syncthreads();  // stage written; the staging buffer is free for the next tile
       }
+      if (tile + 1 < tile_end) bad_page |= !load_tile(tile + 1, stage ^ 1);
       cp_async_commit();
       const T* skv = sm.kv[stage];
 
@@ -403,7 +507,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
         const int row = m_tile * Cfg::M + local_row;
         if (row >= p.rows) continue;
         const float l = sm.row_sum[cur][local_row];
-        const float inv = poison ? NAN : (l > 0.f ? 1.f / l : 0.f);
+        const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
         const int qi = row / p.num_heads, head = row % p.num_heads;
         if (write_final) {
           T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;

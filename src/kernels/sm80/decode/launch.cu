@@ -1,4 +1,4 @@
-// Dispatch from (tile, dtype) to the instantiations.
+// Dispatch from (tile, query dtype, cache kind) to the instantiations.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,39 +9,53 @@
 namespace openmla::kernels {
 
 namespace {
+
+template <class Cfg, class Fn>
+cudaError_t with_kind(KVFormat format, bool q_is_bf16, Fn&& fn) {
+  using namespace portable;
+  const auto call = [&](auto t) -> cudaError_t {
+    using T = decltype(t);
+    switch (format) {
+      case KVFormat::kBF16:
+      case KVFormat::kFP16: return fn(Cfg{}, t, std::integral_constant<int, kKv16Bit>{});
+      case KVFormat::kFP8E4M3: return fn(Cfg{}, t, std::integral_constant<int, kKvE4M3>{});
+      case KVFormat::kFP8DsMla: return fn(Cfg{}, t, std::integral_constant<int, kKvDsMla>{});
+    }
+    return cudaErrorInvalidValue;
+  };
+  return q_is_bf16 ? call(__nv_bfloat16{}) : call(__half{});
+}
+
 template <class Fn>
-cudaError_t with_tile(detail::PortableTile tile, bool q_is_bf16, Fn&& fn) {
+cudaError_t with_kernel(detail::PortableTile tile, KVFormat format, bool q_is_bf16, Fn&& fn) {
   using namespace portable;
   switch (tile) {
-    case detail::PortableTile::kRows16Tokens64:
-      return q_is_bf16 ? fn(TileRows16Tokens64{}, __nv_bfloat16{}) : fn(TileRows16Tokens64{}, __half{});
-    case detail::PortableTile::kRows64Tokens64:
-      return q_is_bf16 ? fn(TileRows64Tokens64{}, __nv_bfloat16{}) : fn(TileRows64Tokens64{}, __half{});
-    case detail::PortableTile::kRows64Tokens32:
-      return q_is_bf16 ? fn(TileRows64Tokens32{}, __nv_bfloat16{}) : fn(TileRows64Tokens32{}, __half{});
-    case detail::PortableTile::kRows16Tokens32W4:
-      return q_is_bf16 ? fn(TileRows16Tokens32W4{}, __nv_bfloat16{}) : fn(TileRows16Tokens32W4{}, __half{});
+    case detail::PortableTile::kRows16Tokens64: return with_kind<TileRows16Tokens64>(format, q_is_bf16, fn);
+    case detail::PortableTile::kRows64Tokens64: return with_kind<TileRows64Tokens64>(format, q_is_bf16, fn);
+    case detail::PortableTile::kRows64Tokens32: return with_kind<TileRows64Tokens32>(format, q_is_bf16, fn);
+    case detail::PortableTile::kRows16Tokens32W4: return with_kind<TileRows16Tokens32W4>(format, q_is_bf16, fn);
   }
   return cudaErrorInvalidValue;
 }
+
 }  // namespace
 
-cudaError_t prepare_portable_decode(detail::PortableTile tile, bool q_is_bf16) {
-  return with_tile(tile, q_is_bf16, [](auto cfg, auto t) {
-    return portable::prepare_portable_decode_kernel<decltype(cfg), decltype(t)>();
+cudaError_t prepare_portable_decode(detail::PortableTile tile, KVFormat format, bool q_is_bf16) {
+  return with_kernel(tile, format, q_is_bf16, [](auto cfg, auto t, auto kind) {
+    return portable::prepare_portable_decode_kernel<decltype(cfg), decltype(t), decltype(kind)::value>();
   });
 }
 
-cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, bool q_is_bf16, int* ctas) {
-  return with_tile(tile, q_is_bf16, [&](auto cfg, auto t) {
-    return portable::portable_decode_occupancy<decltype(cfg), decltype(t)>(ctas);
+cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat format, bool q_is_bf16, int* ctas) {
+  return with_kernel(tile, format, q_is_bf16, [&](auto cfg, auto t, auto kind) {
+    return portable::portable_decode_occupancy<decltype(cfg), decltype(t), decltype(kind)::value>(ctas);
   });
 }
 
-cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, bool q_is_bf16,
+cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format, bool q_is_bf16,
                                    bool programmatic, cudaStream_t stream) {
-  return with_tile(tile, q_is_bf16, [&](auto cfg, auto t) {
-    return portable::run_portable_decode<decltype(cfg), decltype(t)>(p, programmatic, stream);
+  return with_kernel(tile, format, q_is_bf16, [&](auto cfg, auto t, auto kind) {
+    return portable::run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value>(p, programmatic, stream);
   });
 }
 

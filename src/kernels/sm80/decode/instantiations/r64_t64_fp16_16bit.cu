@@ -2,5 +2,5 @@
 #include "kernels/sm80/decode/tiles.h"
 
 namespace openmla::kernels::portable {
-OPENMLA_INSTANTIATE_PORTABLE(TileRows64Tokens64, __half)
+OPENMLA_INSTANTIATE_PORTABLE(TileRows64Tokens64, __half, kKv16Bit)
 }  // namespace openmla::kernels::portable

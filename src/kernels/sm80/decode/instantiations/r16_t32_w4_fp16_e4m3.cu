@@ -2,5 +2,5 @@
 #include "kernels/sm80/decode/tiles.h"
 
 namespace openmla::kernels::portable {
-OPENMLA_INSTANTIATE_PORTABLE(TileRows16Tokens32W4, __nv_bfloat16)
+OPENMLA_INSTANTIATE_PORTABLE(TileRows16Tokens32W4, __half, kKvE4M3)
 }  // namespace openmla::kernels::portable

@@ -2,5 +2,5 @@
 #include "kernels/sm80/decode/tiles.h"
 
 namespace openmla::kernels::portable {
-OPENMLA_INSTANTIATE_PORTABLE(TileRows64Tokens32, __nv_bfloat16)
+OPENMLA_INSTANTIATE_PORTABLE(TileRows64Tokens32, __nv_bfloat16, kKvDsMla)
 }  // namespace openmla::kernels::portable
