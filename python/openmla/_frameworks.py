@@ -6,7 +6,7 @@ call needs them (and torch only if it is installed).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from . import _C
 from ._C import Backend, DType, KVFormat

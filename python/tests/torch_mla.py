@@ -5,7 +5,7 @@ pages and in the tail of each request's last page, and the comparison the C++ su
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -17,10 +17,10 @@ UNUSED_PAGE = 2_147_480_000
 
 @dataclasses.dataclass
 class Paged:
-    cache: "torch.Tensor"        # [num_pages, 64, 1, W] in the format's dtype (uint8 for FP8)
-    values: "torch.Tensor"       # [num_pages, 64, 576] float32: what decode reads (NaN where unused)
-    block_table: "torch.Tensor"  # [b, max_pages] int32 (CUDA)
-    seqlens: "torch.Tensor"      # [b] int32 (CUDA)
+    cache: Any        # torch [num_pages, 64, 1, W] in the format's dtype (uint8 for FP8)
+    values: Any       # torch [num_pages, 64, 576] float32: what decode reads (NaN where unused)
+    block_table: Any  # torch [b, max_pages] int32 (CUDA)
+    seqlens: Any      # torch [b] int32 (CUDA)
     kv_format: str
 
 

@@ -66,6 +66,7 @@ struct KvLayout {
   // 16-bit tiles are copied straight into two swizzled stages; quantized tiles land raw in one
   // staging buffer (the second pipeline stage) and are dequantized into a single swizzled stage.
   static constexpr int kStages = kQuantized ? 1 : 2;
+  static constexpr int kRawStages = kQuantized ? 2 : 0;
   static_assert(kTokenBytes % kChunkBytes == 0, "tokens are whole 16-byte chunks");
 };
 
@@ -73,7 +74,7 @@ template <class Cfg, int kKind, bool kQuantized = KvLayout<kKind>::kQuantized>
 struct RawStaging {};  // 16-bit caches: none (empty base, no bytes)
 template <class Cfg, int kKind>
 struct RawStaging<Cfg, kKind, true> {
-  alignas(128) uint8_t raw[Cfg::N * KvLayout<kKind>::kTokenBytes];
+  alignas(128) uint8_t raw[KvLayout<kKind>::kRawStages][Cfg::N * KvLayout<kKind>::kTokenBytes];
 };
 
 // Shared memory of one CTA. Q and KV rows are 72 chunks with chunk c of row r stored at

@@ -352,19 +352,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
     }
     // Loads the KV tile `t` into pipeline stage `stage`: 16-bit tiles straight into a swizzled
     // stage, quantized tiles into the raw staging buffer (their only other stage).
-    auto load_tile = [&](int t, int stage) -> bool {
+    // Pipeline: 16-bit tiles are copied straight into two swizzled stages (one tile in flight
+    // while one is computed). Quantized tiles are half the bytes, so two raw tiles are kept in
+    // flight in the staging buffers and each is dequantized into the single swizzled stage just
+    // before use: the bytes in flight per SM stay as high as the 16-bit path's.
+    constexpr int kInFlight = kQuantized ? KvLayout<kKind>::kRawStages : 1;
+    auto load_tile = [&](int t) -> bool {
+      const int stage = (t - tile_begin) % (kQuantized ? KvLayout<kKind>::kRawStages : KvLayout<kKind>::kStages);
       if constexpr (kQuantized) {
-        return load_kv_tile_raw<Cfg, kKind>(p, req, t, seqlen, sm.raw);
+        return load_kv_tile_raw<Cfg, kKind>(p, req, t, seqlen, sm.raw[stage]);
       } else {
         return load_kv_tile<Cfg, T>(p, req, t, seqlen, sm.kv[stage]);
       }
     };
     bool bad_page = false;
-    if (tile_begin < tile_end) {
-      load_q<Cfg, T>(p, req, m_tile, sm.q);
-      bad_page |= !load_tile(tile_begin, 0);
+    if (tile_begin < tile_end) load_q<Cfg, T>(p, req, m_tile, sm.q);
+    // One commit group per tile ahead (possibly empty) keeps cp.async.wait_group's count uniform.
+#pragma unroll
+    for (int ahead = 0; ahead < kInFlight; ++ahead) {
+      if (tile_begin + ahead < tile_end) bad_page |= !load_tile(tile_begin + ahead);
+      cp_async_commit();
     }
-    cp_async_commit();
 
     float o[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4];
 #pragma unroll
@@ -375,13 +383,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
     int cur = 0;
     for (int tile = tile_begin; tile < tile_end; ++tile) {
       const int stage = (tile - tile_begin) % KvLayout<kKind>::kStages;
-      cp_async_wait<0>();
-      __syncthreads();  // tile landed for all threads; all warps done with the other stage
+      cp_async_wait<kInFlight - 1>();  // this tile's group has landed (later ones may not have)
+      __syncthreads();  // ... for all threads; all warps are done with the stage reused next
       if constexpr (kQuantized) {
-        dequantize_kv_tile<Cfg, T, kKind>(sm.raw, sm.kv[0]);
-        __syncthreads();  // stage written; the staging buffer is free for the next tile
+        const int raw_stage = (tile - tile_begin) % KvLayout<kKind>::kRawStages;
+        dequantize_kv_tile<Cfg, T, kKind>(sm.raw[raw_stage], sm.kv[0]);
+        __syncthreads();  // stage written; this staging buffer is free for tile + kInFlight
       }
-      if (tile + 1 < tile_end) bad_page |= !load_tile(tile + 1, stage ^ 1);
+      if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight);
       cp_async_commit();
       const T* skv = sm.kv[stage];
 
