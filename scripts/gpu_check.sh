@@ -12,7 +12,7 @@ summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-note "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "== $(date -u +%FT%TZ) commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
 
 gtest_args=()
