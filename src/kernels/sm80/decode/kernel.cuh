@@ -1,7 +1,8 @@
 // Portable split-KV MLA decode kernel (mma.sync + cp.async; sm_80 and newer).
 //
 // CTA (m_tile, part): query rows [m_tile * M, +M) of every request segment the part owns
-// (schedule.h). Per segment: load Q, then for each KV tile of N tokens, double-buffered:
+// (schedule.h). Per segment: load Q, then for each KV tile of N tokens, pipelined (two stages for
+// 16-bit caches; two raw tiles in flight and one dequantized stage for FP8 caches):
 //   S = Q K^T            (warps: kQkWarpsM x kQkWarpsN, K from shared memory)
 //   mask                 (length; causal positions for the last tiles)
 //   online softmax step  (row maxima exchanged through shared memory, P stored as T)
@@ -46,15 +47,6 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   if (planned != (seqlen + kPageTokens - 1) / kPageTokens) return kDeviceErrorPlanMismatch;
   return 0;
 }
-
-template <class Cfg, typename T>
-struct SegmentContext {
-  int req;
-  int seqlen;
-  int tile_begin, tile_end;  // KV tiles of N tokens
-  bool write_final;          // request not split: write out/lse directly
-  int partial_slot;
-};
 
 // Q rows of this m-tile into shared memory (rows past s_q*h_q are zero).
 template <class Cfg, typename T>
@@ -350,8 +342,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       sm.row_max[0][tid] = -INFINITY;
       sm.row_sum[0][tid] = 0.f;
     }
-    // Loads the KV tile `t` into pipeline stage `stage`: 16-bit tiles straight into a swizzled
-    // stage, quantized tiles into the raw staging buffer (their only other stage).
     // Pipeline: 16-bit tiles are copied straight into two swizzled stages (one tile in flight
     // while one is computed). Quantized tiles are half the bytes, so two raw tiles are kept in
     // flight in the staging buffers and each is dequantized into the single swizzled stage just
