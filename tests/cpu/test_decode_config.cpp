@@ -1,0 +1,106 @@
+// Host-side decode configuration: tile choice by shared memory, split-part counts, the bound on
+// partial results, and workspace carving (the same code sizes and carves).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/decode_config.h"
+#include "kernels/common/schedule.h"
+#include "openmla/error.h"
+
+namespace openmla::detail {
+namespace {
+
+constexpr size_t kH100Smem = 232448;  // sharedMemPerBlockOptin of sm_90
+constexpr size_t kA100Smem = 166912;  // sm_80
+constexpr size_t kAdaSmem = 101376;   // sm_86 / sm_89
+
+TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
+  EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
+  EXPECT_EQ(choose_portable_tile(32, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
+  EXPECT_EQ(choose_portable_tile(33, KVFormat::kBF16, kH100Smem), PortableTile::kRows64Tokens64);
+  EXPECT_EQ(choose_portable_tile(256, KVFormat::kBF16, kA100Smem), PortableTile::kRows64Tokens32);
+  EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kA100Smem), PortableTile::kRows16Tokens32W4);
+  EXPECT_EQ(choose_portable_tile(2048, KVFormat::kFP16, kAdaSmem), PortableTile::kRows16Tokens32W4);
+  // ds_mla's raw staging does not fit next to the 64x64 tile on sm_90: the 64x32 tile takes over.
+  EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8DsMla, kH100Smem), PortableTile::kRows64Tokens32);
+  EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8E4M3, kH100Smem), PortableTile::kRows64Tokens64);
+  EXPECT_EQ(choose_portable_tile(16, KVFormat::kFP8DsMla, kAdaSmem), PortableTile::kRows16Tokens32W4);
+  for (int t = 0; t < kNumPortableTiles; ++t)
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      const auto tile = static_cast<PortableTile>(t);
+      EXPECT_GT(portable_tile_smem_bytes(tile, f), 0u);
+      EXPECT_LE(portable_tile_smem_bytes(tile, f), kH100Smem + 16384) << portable_tile_name(tile);
+    }
+}
+
+TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
+  try {
+    choose_portable_tile(16, KVFormat::kBF16, 48 * 1024);
+    FAIL() << "expected openmla::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DecodeConfig, PartsFillTheSmsAcrossQueryTiles) {
+  EXPECT_EQ(choose_num_parts(132, 1, 1), 132);
+  EXPECT_EQ(choose_num_parts(132, 1, 4), 33);
+  EXPECT_EQ(choose_num_parts(132, 2, 4), 66);
+  EXPECT_EQ(choose_num_parts(132, 1, 512), 1);  // never zero
+  EXPECT_EQ(choose_num_parts(0, 0, 0), 1);
+}
+
+TEST(DecodeConfig, PartialBoundCoversEveryPossibleSplit) {
+  // sum over split requests of their splits <= 2 (parts - 1) and <= b + parts - 1.
+  EXPECT_EQ(max_partials(128, 1), 0);
+  EXPECT_EQ(max_partials(1, 132), 132);
+  EXPECT_EQ(max_partials(128, 33), 64);
+  // Exhaustive check of the bound on a unit model of the planner: units laid out request by
+  // request, cut into equal part ranges; count the partials every cut produces.
+  for (int parts = 1; parts <= 40; ++parts)
+    for (int b = 1; b <= 12; ++b)
+      for (int len = 1; len <= 9; ++len) {
+        std::vector<int> units(b);
+        for (int r = 0; r < b; ++r) units[r] = 1 + (r * 7 + len) % len + kernels::kRequestOverheadUnits;
+        long long total = 0;
+        for (int u : units) total += u;
+        const long long per_part = std::max<long long>((total + parts - 1) / parts, kernels::kMinUnitsPerPart);
+        long long start = 0, partials = 0;
+        for (int u : units) {
+          const long long first = (start + kernels::kRequestOverheadUnits) / per_part;
+          const long long last = (start + u - 1) / per_part;
+          if (last > first) partials += last - first + 1;
+          start += u;
+        }
+        ASSERT_LE(partials, max_partials(b, parts)) << "b=" << b << " parts=" << parts << " len=" << len;
+      }
+}
+
+TEST(DecodeConfig, WorkspaceCarvingMatchesItsSizeAndAligns) {
+  const DecodeWorkspace size_only = carve_decode_workspace(nullptr, 128, 256, 33);
+  // Carve at a fake 256-aligned base: every region 256-aligned, inside the counted size, disjoint.
+  auto* base = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  const DecodeWorkspace ws = carve_decode_workspace(base, 128, 256, 33);
+  EXPECT_EQ(ws.bytes, size_only.bytes);
+  const auto off = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(base); };
+  EXPECT_EQ(off(ws.error_word), 0u);  // DecodePlan::device_error_word relies on it
+  std::vector<uintptr_t> offsets = {off(ws.parts), off(ws.request_splits), off(ws.o_partial), off(ws.lse_partial)};
+  uintptr_t previous = 0;
+  for (uintptr_t o : offsets) {
+    EXPECT_EQ(o % 256, 0u);
+    EXPECT_GT(o, previous);
+    previous = o;
+  }
+  const size_t slots = static_cast<size_t>(max_partials(128, 33));
+  EXPECT_GE(off(ws.lse_partial) - off(ws.o_partial), slots * 256 * 512 * sizeof(float));
+  EXPECT_LE(off(ws.lse_partial) + slots * 256 * sizeof(float), ws.bytes);
+  EXPECT_EQ(ws.bytes % 256, 0u);
+}
+
+}  // namespace
+}  // namespace openmla::detail
