@@ -454,11 +454,16 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
   }
+  // Arguments that match the plan, with too little workspace: the workspace check itself must fire
+  // (with mismatching arguments the q check would answer first and hide it).
+  DecodePlan matching(d.shape, {}, device);
+  DeviceBuffer small(matching.workspace_bytes() / 2);
   try {
-    plan.run(a, dc.workspace.get(), dc.workspace.bytes() / 2, nullptr);
+    matching.run(a, small.get(), small.bytes(), nullptr);
     FAIL() << "expected openmla::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), Status::kWorkspaceTooSmall);
+    EXPECT_NE(std::string(e.what()).find("workspace_bytes"), std::string::npos) << e.what();
   }
 }
 
