@@ -29,12 +29,18 @@ grep -E "spill|Local memory|registers" "$out/build.log" | sort -u >"$out/ptxas.l
 note "build ok ($(grep -c 'spill stores' "$out/ptxas.log" || true) spill warnings)"
 if command -v cuobjdump >/dev/null; then
   cuobjdump -sass build-gpu/libopenmla.a >"$out/sass.txt" 2>/dev/null
-  note "SASS of libopenmla.a: $(grep -c 'HMMA' "$out/sass.txt") HMMA, $(grep -cE '\b(LDL|STL)\b' "$out/sass.txt") LDL/STL (local memory) instructions"
+  note "SASS of libopenmla.a: $(grep -c 'HMMA' "$out/sass.txt") HMMA, $(grep -c 'HGMMA' "$out/sass.txt") HGMMA, $(grep -cE '\b(LDL|STL)\b' "$out/sass.txt") LDL/STL (local memory) instructions"
 fi
 
 tests="build-gpu/tests/openmla_gpu_tests"
-"$tests" --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -25
-note "gpu tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests.log" | tr '\n' ' ')"
+# The suite once per backend: sm90 forced (16-bit caches; FP8 caches are the portable kernel's),
+# then portable forced (everything).
+for backend in ${BACKENDS:-sm90 portable}; do
+  filter='*'
+  [ "$backend" = sm90 ] && filter='-*Fp8*:*Portable*'
+  OPENMLA_BACKEND=$backend "$tests" --gtest_brief=1 --gtest_filter="$filter" 2>&1 | tee "$out/gpu_tests_$backend.log" | tail -25
+  note "gpu tests ($backend): $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests_$backend.log" | tr '\n' ' ')"
+done
 
 if [ -n "${py_args[*]}" ] && [ -d python/tests ]; then
   export PYTHONPATH="$root/build-gpu/python:$root/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -48,7 +54,7 @@ if [ -n "${py_args[*]}" ] && [ -f examples/speculative_decoding.py ]; then
 fi
 
 if [ "$grid" != none ]; then
-  build-gpu/openmla-bench --grid "$grid" --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
+  build-gpu/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
   # FP8 caches on the shapes the FP8 issue names (memory-bound and compute-bound).
   build-gpu/openmla-bench --grid deepseek --format fp8_e4m3,fp8_ds_mla --filter "b=128,s_q=1/2,h_q=16/64/128,s_k=16384,varlen=0" \
     --json "$out/bench_fp8.json" 2>&1 | tee "$out/bench_fp8.txt" | grep -E "^(fp8|format)"
@@ -57,7 +63,7 @@ fi
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   subset='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:WriteKV.PaddedPagesAlignedRows'
   for tool in memcheck racecheck synccheck; do
-    timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$subset" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
+    OPENMLA_BACKEND=${SANITIZE_BACKEND:-sm90} timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$subset" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
     note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
   done
 fi

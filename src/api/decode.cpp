@@ -25,18 +25,60 @@ Backend backend_from_env() {
   detail::fail_arg("OPENMLA_BACKEND", "one of auto, portable, sm90", std::string("'") + env + "'");
 }
 
-Backend resolve_backend(Backend requested, const cudaDeviceProp& prop) {
-  Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
+#if defined(OPENMLA_HAS_SM90)
+constexpr bool kBuiltWithSm90 = true;
+#else
+constexpr bool kBuiltWithSm90 = false;
+#endif
+
+bool is_16bit(KVFormat f) { return f == KVFormat::kBF16 || f == KVFormat::kFP16; }
+
+// kAuto: the sm90a kernel on compute capability 9.0 for the formats it reads, the portable kernel
+// elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that
+// asks for a kernel cannot pass on another one.
+Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat format) {
+  const Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
+  const bool hopper = prop.major == 9 && prop.minor == 0;
   if (b == Backend::kSm90) {
-    // The Hopper kernel ships with its own release; until then forcing it is an error, not a
-    // silent fallback, so a test that asks for it cannot pass on the wrong kernel.
-    detail::fail(Status::kUnsupported, "backend: sm90 kernel is not available in this build (device ",
-                 prop.name, ", compute capability ", prop.major, ".", prop.minor, "); use portable");
+    if (!kBuiltWithSm90)
+      detail::fail(Status::kUnsupported, "backend: sm90 was not built (OPENMLA_ENABLE_SM90=OFF); use portable");
+    if (!hopper)
+      detail::fail(Status::kUnsupported, "backend: sm90 needs compute capability 9.0, device ", prop.name, " has ",
+                   prop.major, ".", prop.minor, "; use portable");
+    if (!is_16bit(format))
+      detail::fail(Status::kUnsupported, "backend: the sm90 kernel reads bf16/fp16 caches, got ",
+                   kv_format_name(format), "; use portable");
+    return Backend::kSm90;
   }
+  if (b == Backend::kAuto && kBuiltWithSm90 && hopper && is_16bit(format)) return Backend::kSm90;
   return Backend::kPortable;
 }
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
+
+// Portable tile: forced by the option or OPENMLA_PORTABLE_TILE (tests, benchmarks), else chosen
+// from the row count and the device's shared memory.
+detail::PortableTile choose_tile(const DecodeShape& shape, const DecodeOptions& options, const cudaDeviceProp& prop) {
+  int forced_tile = options.portable_tile;
+  if (const char* env = std::getenv("OPENMLA_PORTABLE_TILE"); forced_tile < 0 && env != nullptr && *env != '\0') {
+    forced_tile = -2;  // named in the environment (benchmarks); an unknown name is an error
+    for (int t = 0; t < detail::kNumPortableTiles; ++t)
+      if (std::strcmp(env, detail::portable_tile_name(static_cast<detail::PortableTile>(t))) == 0) forced_tile = t;
+    if (forced_tile == -2) detail::fail_arg("OPENMLA_PORTABLE_TILE", "a portable tile name (e.g. rows64_tokens64)",
+                                            std::string("'") + env + "'");
+  }
+  if (forced_tile < 0)
+    return detail::choose_portable_tile(shape.q_len * shape.num_heads, shape.kv_format, prop.sharedMemPerBlockOptin);
+  if (forced_tile >= detail::kNumPortableTiles)
+    detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
+                     forced_tile);
+  const auto tile = static_cast<detail::PortableTile>(forced_tile);
+  if (detail::portable_tile_smem_bytes(tile, shape.kv_format) > prop.sharedMemPerBlockOptin)
+    detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
+                 detail::portable_tile_smem_bytes(tile, shape.kv_format), " bytes of shared memory for ",
+                 kv_format_name(shape.kv_format), ", device has ", prop.sharedMemPerBlockOptin);
+  return tile;
+}
 
 }  // namespace
 
@@ -74,47 +116,34 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
     detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
                  prop.minor, " (", prop.name, ")");
   }
-  backend_ = resolve_backend(options.backend, prop);
+  backend_ = resolve_backend(options.backend, prop, shape.kv_format);
   programmatic_launch_ = prop.major >= 9;  // griddepcontrol exists from sm_90 on
   num_sms_ = prop.multiProcessorCount;
 
   const int rows = shape.q_len * shape.num_heads;
-  detail::PortableTile tile;
-  int forced_tile = options.portable_tile;
-  if (const char* env = std::getenv("OPENMLA_PORTABLE_TILE"); forced_tile < 0 && env != nullptr && *env != '\0') {
-    forced_tile = -2;  // named in the environment (benchmarks); an unknown name is an error
-    for (int t = 0; t < detail::kNumPortableTiles; ++t)
-      if (std::strcmp(env, detail::portable_tile_name(static_cast<detail::PortableTile>(t))) == 0) forced_tile = t;
-    if (forced_tile == -2) detail::fail_arg("OPENMLA_PORTABLE_TILE", "a portable tile name (e.g. rows64_tokens64)",
-                                            std::string("'") + env + "'");
-  }
-  if (forced_tile >= 0) {
-    if (forced_tile >= detail::kNumPortableTiles)
-      detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
-                       forced_tile);
-    tile = static_cast<detail::PortableTile>(forced_tile);
-    if (detail::portable_tile_smem_bytes(tile, shape.kv_format) > prop.sharedMemPerBlockOptin)
-      detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
-                   detail::portable_tile_smem_bytes(tile, shape.kv_format), " bytes of shared memory for ",
-                   kv_format_name(shape.kv_format), ", device has ", prop.sharedMemPerBlockOptin);
-  } else {
-    tile = detail::choose_portable_tile(rows, shape.kv_format, prop.sharedMemPerBlockOptin);
-  }
-  portable_tile_ = static_cast<int>(tile);
-
   int current = 0;
   OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
   OPENMLA_CUDA_CHECK(cudaSetDevice(device));
-  OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, shape.kv_format, is_bf16(shape.q_dtype)));
-  int ctas_per_sm = 0;
-  OPENMLA_CUDA_CHECK(
-      kernels::portable_decode_ctas_per_sm(tile, shape.kv_format, is_bf16(shape.q_dtype), &ctas_per_sm));
+  int ctas_per_sm = 1;
+  int tile_rows = 64;
+  if (backend_ == Backend::kSm90) {
+    // One 64-row CTA per SM (its shared memory is the whole SM's).
+#if defined(OPENMLA_HAS_SM90)
+    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
+#endif
+  } else {
+    const detail::PortableTile tile = choose_tile(shape, options, prop);
+    portable_tile_ = static_cast<int>(tile);
+    OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, shape.kv_format, is_bf16(shape.q_dtype)));
+    OPENMLA_CUDA_CHECK(
+        kernels::portable_decode_ctas_per_sm(tile, shape.kv_format, is_bf16(shape.q_dtype), &ctas_per_sm));
+    if (ctas_per_sm < 1)
+      detail::fail(Status::kUnsupported, "device: the portable decode kernel (", detail::portable_tile_name(tile),
+                   ") cannot be resident on ", prop.name);
+    tile_rows = detail::portable_tile_info(tile).rows;
+  }
   OPENMLA_CUDA_CHECK(cudaSetDevice(current));
-  if (ctas_per_sm < 1)
-    detail::fail(Status::kUnsupported, "device: the portable decode kernel (", detail::portable_tile_name(tile),
-                 ") cannot be resident on ", prop.name);
 
-  const int tile_rows = detail::portable_tile_info(tile).rows;
   m_tiles_ = (rows + tile_rows - 1) / tile_rows;
   num_parts_ = options.num_parts > 0 ? options.num_parts : detail::choose_num_parts(num_sms_, ctas_per_sm, m_tiles_);
   workspace_bytes_ = detail::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_).bytes;
@@ -179,8 +208,14 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.error_word = ws.error_word;
 
   const bool bf16 = is_bf16(shape_.q_dtype);
-  OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),
-                                                     shape_.kv_format, bf16, programmatic_launch_, stream));
+  if (backend_ == Backend::kSm90) {
+#if defined(OPENMLA_HAS_SM90)
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, programmatic_launch_, stream));
+#endif
+  } else {
+    OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),
+                                                       shape_.kv_format, bf16, programmatic_launch_, stream));
+  }
   if (detail::max_partials(shape_.batch_size, num_parts_) > 0) {
     OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, programmatic_launch_, stream));
   }

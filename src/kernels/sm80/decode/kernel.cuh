@@ -21,6 +21,7 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
 #include "kernels/sm80/decode/config.h"
 #include "openmla/error.h"
 
@@ -35,17 +36,6 @@ template <class Cfg>
 __device__ __forceinline__ int p_chunk_offset(int row, int chunk) {
   const int phys = Cfg::kPSwizzled ? (chunk ^ (row & 7)) : chunk;
   return (row * Cfg::kPRowChunks + phys) * kChunkBytes;
-}
-
-// Validity of a request for this call; returns DeviceErrorBits (0 = fine).
-__device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
-  if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
-  if (static_cast<int64_t>(seqlen) > static_cast<int64_t>(p.max_pages) * kPageTokens)
-    return kDeviceErrorSeqlenBeyondTable;
-  // Length 0 is an empty request (batch padding): out 0, lse -inf, never an error.
-  if (p.causal && p.q_len > 1 && seqlen > 0 && seqlen < p.q_len) return kDeviceErrorSeqlenBelowQueryLen;
-  if (planned != (seqlen + kPageTokens - 1) / kPageTokens) return kDeviceErrorPlanMismatch;
-  return 0;
 }
 
 // Q rows of this m-tile into shared memory (rows past s_q*h_q are zero).

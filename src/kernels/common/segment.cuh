@@ -1,0 +1,52 @@
+// A CTA's view of one request inside its split part: which 64-token blocks it covers, whether the
+// request is valid for this call, and where its result goes. Shared by every decode kernel so the
+// guards and the split bookkeeping have one definition.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/decode_params.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels {
+
+inline constexpr int kSegmentPageTokens = 64;
+
+// Validity of a request for this call; returns DeviceErrorBits (0 = fine).
+__device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
+  if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
+  if (static_cast<int64_t>(seqlen) > static_cast<int64_t>(p.max_pages) * kSegmentPageTokens)
+    return kDeviceErrorSeqlenBeyondTable;
+  // Length 0 is an empty request (batch padding): out 0, lse -inf, never an error.
+  if (p.causal && p.q_len > 1 && seqlen > 0 && seqlen < p.q_len) return kDeviceErrorSeqlenBelowQueryLen;
+  if (planned != (seqlen + kSegmentPageTokens - 1) / kSegmentPageTokens) return kDeviceErrorPlanMismatch;
+  return 0;
+}
+
+struct Segment {
+  int req;
+  int seqlen;
+  int block_begin;   // first 64-token block of this part (a bad request covers none)
+  int block_end;     // exclusive, clamped to the request's blocks
+  unsigned errors;   // check_request's bits
+  bool write_final;  // the request is not split: write out/lse directly
+  int partial_slot;  // otherwise: this part's partial slot
+};
+
+__device__ __forceinline__ Segment make_segment(const DecodeParams& p, const SplitPart& part, int part_idx, int req) {
+  const RequestSplit split = p.splits[req];
+  Segment s;
+  s.req = req;
+  s.seqlen = p.seqlens[req];
+  s.errors = check_request(p, s.seqlen, split.blocks);
+  const int block_begin = req == part.begin_req ? part.begin_block : 0;
+  const int block_end = req == part.end_req ? part.end_block : (split.blocks > 0 ? split.blocks : 1);
+  const int seq_blocks = s.seqlen > 0 ? (s.seqlen + kSegmentPageTokens - 1) / kSegmentPageTokens : 0;
+  s.block_begin = block_begin;
+  s.block_end = s.errors ? block_begin : (block_end < seq_blocks ? block_end : seq_blocks);
+  s.write_final = split.num_splits <= 1;
+  s.partial_slot = split.partial_base + (part_idx - split.first_part);
+  return s;
+}
+
+}  // namespace openmla::kernels

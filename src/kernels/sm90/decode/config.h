@@ -1,0 +1,57 @@
+// Configuration of the sm90a "wide" decode kernel: a CTA owns 64 query rows (one m-tile) and
+// streams 64-token KV tiles (one page) through two TMA stages. Three warpgroups: a producer (TMA)
+// and two consumers that split the 512 output columns and take turns computing S = Q K^T
+// (the "seesaw": the owner of a tile computes S and P; both multiply P by their half of V).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace openmla::kernels::sm90 {
+
+inline constexpr int kHeadDimQK = 576;
+inline constexpr int kHeadDimV = 512;
+inline constexpr int kPageTokens = 64;
+
+struct WideConfig {
+  static constexpr int kRows = 64;                      // query rows per CTA: the wgmma M
+  static constexpr int kTokens = 64;                    // KV tokens per tile: one page
+  static constexpr int kBoxDims = 64;                   // 64 dims x 2 B = one 128-B swizzle row
+  static constexpr int kBoxes = kHeadDimQK / kBoxDims;  // 9 boxes per 576-dim row
+  static constexpr int kBoxBytes = kTokens * kBoxDims * 2;
+  static constexpr int kTileBytes = kBoxes * kBoxBytes;  // 73,728 B: one page of a 16-bit cache
+  static constexpr int kStages = 2;
+  static constexpr int kConsumers = 2;                         // warpgroups that compute
+  static constexpr int kThreads = (1 + kConsumers) * 128;      // + the producer warpgroup
+  static constexpr int kHalfCols = kHeadDimV / kConsumers;     // O columns per consumer
+  static constexpr int kHalfBoxes = kHalfCols / kBoxDims;      // V boxes per consumer
+  // setmaxnreg budgets: (40 + 2 x 232) x 128 = 64,512 <= 65,536 registers per SM.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+};
+
+// Named barrier ids (0 is __syncthreads).
+enum NamedBarrier : int {
+  kBarConsumers = 1,  // both consumer warpgroups (256 threads)
+  kBarPReady0 = 2,    // consumer 0 published P of its tile; consumer 1 waits (256)
+  kBarPReady1 = 3,    // and the other way round
+  kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
+};
+
+// Everything lives in one 1024-B aligned block: the swizzled operands need 1024-B atoms.
+struct alignas(1024) WideSharedStorage {
+  uint8_t q[WideConfig::kTileBytes];                     // Q: 9 boxes of 64 rows x 64 dims, SW128
+  uint8_t kv[WideConfig::kStages][WideConfig::kTileBytes];  // KV tiles, 9 boxes of 64 tokens x 64 dims
+  uint8_t p[WideConfig::kRows * WideConfig::kTokens * 2];  // P of the current tile, K-major SW128
+  float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
+  float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
+  float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
+  uint64_t full[WideConfig::kStages];   // TMA landed (or a bad page was skipped)
+  uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
+  int bad_page[WideConfig::kStages];    // the stage's page id was out of range
+};
+
+inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack
+static_assert(kWideSmemBytes <= 232448, "wide kernel exceeds the sm_90 shared-memory limit per CTA");
+
+}  // namespace openmla::kernels::sm90

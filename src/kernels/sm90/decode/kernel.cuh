@@ -1,0 +1,366 @@
+// sm90a split-KV MLA decode kernel, "wide" schedule (config.h).
+//
+// CTA (m_tile, part), 3 warpgroups:
+//   producer  (warp 0, one lane): per KV tile, reads and range-checks the page id, waits for the
+//             stage to be free and issues 9 TMA boxes (page id = third coordinate of the map).
+//   consumers 0 and 1: consumer c owns O[:, 256c, +256). Tiles alternate owners (tile j of a
+//             segment belongs to consumer j % 2). The owner computes S = Q K^T (36 wgmma
+//             m64n64k16), masks, runs the online-softmax step, publishes P (bf16/fp16), the new row
+//             max and the rescale factor through shared memory, and multiplies its own half of V
+//             with P from registers (wgmma RS). The other consumer waits for the publication,
+//             rescales, and multiplies its half with P from shared memory (wgmma SS). While one
+//             consumer runs the softmax the other's PV keeps the tensor cores busy.
+// Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
+// never used as a coordinate, the stage is flagged and the segment's rows become NaN. Tokens past
+// seqlen in the last page are loaded but never weigh: their scores are masked and their V rows are
+// zeroed in shared memory before PV (0 x NaN would be NaN).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/common/decode_params.h"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/ptx.cuh"
+#include "kernels/sm90/common/wgmma_ops.cuh"
+#include "kernels/sm90/decode/config.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels::sm90 {
+
+using Cfg = WideConfig;
+
+// ---- operand descriptors ---------------------------------------------------------------------
+
+// Q (A of S = Q K^T) for k-step ks of 36: box ks / 4, 32 B per k-step inside the 128-B row.
+__device__ __forceinline__ uint64_t q_desc(const WideSharedStorage& sm, int ks) {
+  return sw128_desc(smem_u32(sm.q) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+}
+// K (B of S, K-major: tokens are N) of a stage, same stepping as Q.
+__device__ __forceinline__ uint64_t k_desc(const WideSharedStorage& sm, int stage, int ks) {
+  return sw128_desc(smem_u32(sm.kv[stage]) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+}
+// V half (B of O += P V, MN-major: the tile's rows are K = tokens, its dims N). k-step kk covers
+// tokens 16 kk..+16 (2 atoms of 8 rows); the 4 boxes of the half are the 64-column blocks.
+__device__ __forceinline__ uint64_t v_desc(const WideSharedStorage& sm, int stage, int half, int kk) {
+  return sw128_desc(smem_u32(sm.kv[stage]) + half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128,
+                    Cfg::kBoxBytes, 1024);
+}
+// P (A of O += P V, K-major: 64 rows x 64 tokens, one 128-B row per query row).
+__device__ __forceinline__ uint64_t p_desc(const WideSharedStorage& sm, int kk) {
+  return sw128_desc(smem_u32(sm.p) + kk * 32, 16, 1024);
+}
+
+// Byte offset of 16-B chunk `chunk` (0..7) of row `row` in a 128-B swizzled box.
+__device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// ---- tile steps ------------------------------------------------------------------------------
+
+// Q rows of this m-tile into the 9 swizzled boxes (rows past s_q * h_q are zero). 256 threads.
+template <typename T>
+__device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_tile, WideSharedStorage& sm, int tid) {
+  const char* q = static_cast<const char*>(p.q);
+  constexpr int kChunksPerRow = kHeadDimQK * 2 / 16;  // 72
+  for (int i = tid; i < Cfg::kRows * kChunksPerRow; i += 256) {
+    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
+    const int row = m_tile * Cfg::kRows + r;
+    const bool valid = row < p.rows;
+    const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
+    const char* src = q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2 + c * 16;
+    cp_async_16(sm.q + (c / 8) * Cfg::kBoxBytes + sw128_offset(r, c % 8), valid ? src : q, valid);
+  }
+  cp_async_commit();
+}
+
+// S[64 x 64] = Q K^T over 576 dims.
+template <typename T>
+__device__ __forceinline__ void issue_qk(const WideSharedStorage& sm, int stage, float (&s)[32]) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDimQK / 16; ++ks) wgmma_m64n64k16_ss<T>(s, q_desc(sm, ks), k_desc(sm, stage, ks), ks > 0);
+  wgmma_commit();
+}
+
+// O_half[64 x 256] += P V_half, P from registers (the owner's) ...
+template <typename T>
+__device__ __forceinline__ void issue_pv_rs(const WideSharedStorage& sm, int stage, int half,
+                                            const uint32_t (&pa)[4][4], float (&o)[128]) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs_tb<T>(o, pa[kk], v_desc(sm, stage, half, kk), true);
+  wgmma_commit();
+}
+// ... or from shared memory (the other consumer's).
+template <typename T>
+__device__ __forceinline__ void issue_pv_ss(const WideSharedStorage& sm, int stage, int half, float (&o)[128]) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_ss_tb<T>(o, p_desc(sm, kk), v_desc(sm, stage, half, kk), true);
+  wgmma_commit();
+}
+
+// Zeroes V rows [valid, 64) of this consumer's half of a stage (tokens past seqlen). 128 threads.
+__device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, int half, int valid, int t) {
+  const int rows = Cfg::kTokens - valid;
+  for (int i = t; i < rows * Cfg::kHalfBoxes * 8; i += 128) {
+    const int chunk = i % 8, box = (i / 8) % Cfg::kHalfBoxes, r = valid + i / (8 * Cfg::kHalfBoxes);
+    *reinterpret_cast<uint4*>(sm.kv[stage] + (half * Cfg::kHalfBoxes + box) * Cfg::kBoxBytes + r * 128 + chunk * 16) =
+        make_uint4(0, 0, 0, 0);
+  }
+}
+
+// exp2 base for a row: a row with no unmasked key yet keeps max -inf; use 0 so that
+// exp2(-inf - base) = 0 instead of NaN.
+__device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
+
+// ---- the kernel ------------------------------------------------------------------------------
+
+template <typename T>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    wide_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
+  extern __shared__ uint8_t smem_raw[];
+  WideSharedStorage& sm =
+      *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(&sm.full[s], 1);
+      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  // The schedule comes from the planner and the partial buffers may still be read by the previous
+  // call's combine kernel.
+  wait_for_preceding_grids();
+  const int m_tile = blockIdx.x;
+  const int part_idx = blockIdx.y;
+  const SplitPart part = p.parts[part_idx];
+  if (part.begin_req > part.end_req) return;
+
+  if (warpgroup == 0) {
+    // ---------------- producer ----------------
+    warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (threadIdx.x != 0) return;
+    prefetch_tensor_map(&kv_map);
+    const uint64_t policy = l2_evict_first_policy();
+    uint32_t it = 0;
+    for (int req = part.begin_req; req <= part.end_req; ++req) {
+      const Segment seg = make_segment(p, part, part_idx, req);
+      for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
+        const int stage = it % Cfg::kStages;
+        const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
+        mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
+        if (page >= 0 && page < p.num_pages) {
+          sm.bad_page[stage] = 0;
+          mbarrier_arrive_expect_tx(&sm.full[stage], Cfg::kTileBytes);
+#pragma unroll
+          for (int box = 0; box < Cfg::kBoxes; ++box)
+            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, &kv_map, box * Cfg::kBoxDims, 0, page, &sm.full[stage],
+                        policy);
+        } else {
+          sm.bad_page[stage] = 1;  // never a coordinate: the stage keeps stale data, the rows go NaN
+          atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+          mbarrier_arrive(&sm.full[stage]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  const int me = warpgroup - 1;                       // consumer index = O column half
+  const int tid = threadIdx.x - 128;                  // 0..255 over both consumers
+  const int t = tid % 128, warp = t / 32, lane = t % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int row0 = warp * 16 + g, row1 = row0 + 8;  // this thread's two rows of the m-tile
+  uint32_t it = 0;
+
+  for (int req = part.begin_req; req <= part.end_req; ++req) {
+    const Segment seg = make_segment(p, part, part_idx, req);
+    const int tiles = seg.block_end - seg.block_begin;
+
+    // Previous segment's readers of Q, P and the row arrays are done.
+    named_barrier_sync(kBarConsumers, 256);
+    if (tiles > 0) {
+      load_q<T>(p, req, m_tile, sm, tid);
+      cp_async_wait<0>();
+      fence_proxy_async();
+    }
+    named_barrier_sync(kBarConsumers, 256);
+
+    // Causal limit of each row: keys < seqlen - s_q + 1 + (row's query token).
+    int limit0 = seg.seqlen, limit1 = seg.seqlen;
+    if (p.causal) {
+      const int grow0 = m_tile * Cfg::kRows + row0, grow1 = m_tile * Cfg::kRows + row1;
+      limit0 = seg.seqlen - p.q_len + 1 + min(grow0 / p.num_heads, p.q_len - 1);
+      limit1 = seg.seqlen - p.q_len + 1 + min(grow1 / p.num_heads, p.q_len - 1);
+    }
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY;  // running max (raw score units), same in both consumers
+    float l0 = 0.f, l1 = 0.f;              // this consumer's share of the row sums (unreduced over the quad)
+    bool bad_page = false;
+
+    for (int j = 0; j < tiles; ++j, ++it) {
+      const int block = seg.block_begin + j;
+      const int stage = it % Cfg::kStages;
+      mbarrier_wait(&sm.full[stage], (it / Cfg::kStages) & 1);
+      bad_page |= sm.bad_page[stage] != 0;
+      const int first_token = block * Cfg::kTokens;
+      if (first_token + Cfg::kTokens > seg.seqlen) {
+        zero_v_tail(sm, stage, me, seg.seqlen - first_token, t);
+        fence_proxy_async();
+        named_barrier_sync(kBarConsumer0 + me, 128);
+      }
+
+      if ((j & 1) == me) {
+        // ---- owner: S, softmax step, publish P, own PV ----
+        float s[32];
+        issue_qk<T>(sm, stage, s);
+        wgmma_wait<0>();  // S, and this consumer's PV of the previous tile
+        fence_operands(s);
+        fence_operands(o);
+        if (j > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
+
+        if (first_token + Cfg::kTokens > min(limit0, limit1) || first_token + Cfg::kTokens > seg.seqlen) {
+#pragma unroll
+          for (int n8 = 0; n8 < 8; ++n8) {
+            const int k = first_token + n8 * 8 + 2 * c;
+            if (k >= limit0) s[4 * n8 + 0] = -INFINITY;
+            if (k + 1 >= limit0) s[4 * n8 + 1] = -INFINITY;
+            if (k >= limit1) s[4 * n8 + 2] = -INFINITY;
+            if (k + 1 >= limit1) s[4 * n8 + 3] = -INFINITY;
+          }
+        }
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int n8 = 0; n8 < 8; ++n8) {
+          mx0 = fmaxf(mx0, fmaxf(s[4 * n8 + 0], s[4 * n8 + 1]));
+          mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+        }
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
+        const float alpha0 = mx0 == -INFINITY ? 1.f : exp2f((m0 - mx0) * p.scale_log2);
+        const float alpha1 = mx1 == -INFINITY ? 1.f : exp2f((m1 - mx1) * p.scale_log2);
+        const float base0 = softmax_base(mx0) * p.scale_log2, base1 = softmax_base(mx1) * p.scale_log2;
+        uint32_t pa[4][4];
+        float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+        for (int n8 = 0; n8 < 8; ++n8) {
+          const float e0 = exp2f(fmaf(s[4 * n8 + 0], p.scale_log2, -base0));
+          const float e1 = exp2f(fmaf(s[4 * n8 + 1], p.scale_log2, -base0));
+          const float e2 = exp2f(fmaf(s[4 * n8 + 2], p.scale_log2, -base1));
+          const float e3 = exp2f(fmaf(s[4 * n8 + 3], p.scale_log2, -base1));
+          sum0 += e0 + e1;
+          sum1 += e2 + e3;
+          // wgmma A fragment of k-step n8 / 2: {row g, row g+8} x {tokens 2c.., 2c+8..}
+          pa[n8 / 2][(n8 % 2) * 2 + 0] = pack2<T>(e0, e1);
+          pa[n8 / 2][(n8 % 2) * 2 + 1] = pack2<T>(e2, e3);
+          *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row0, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 0];
+          *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row1, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 1];
+        }
+        if (c == 0) {
+          sm.row_max[row0] = mx0;
+          sm.row_max[row1] = mx1;
+          sm.row_scale[row0] = alpha0;
+          sm.row_scale[row1] = alpha1;
+        }
+        fence_proxy_async();
+        named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
+        m0 = mx0;
+        m1 = mx1;
+        l0 = l0 * alpha0 + sum0;
+        l1 = l1 * alpha1 + sum1;
+#pragma unroll
+        for (int i = 0; i < 128; i += 4) {
+          o[i + 0] *= alpha0;
+          o[i + 1] *= alpha0;
+          o[i + 2] *= alpha1;
+          o[i + 3] *= alpha1;
+        }
+        issue_pv_rs<T>(sm, stage, me, pa, o);
+      } else {
+        // ---- other: wait for the owner's P, rescale, PV from shared memory ----
+        named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
+        const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+        m0 = sm.row_max[row0];
+        m1 = sm.row_max[row1];
+        wgmma_wait<0>();  // this consumer's PV of the previous tile
+        fence_operands(o);
+        if (j > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
+        l0 *= alpha0;
+        l1 *= alpha1;
+#pragma unroll
+        for (int i = 0; i < 128; i += 4) {
+          o[i + 0] *= alpha0;
+          o[i + 1] *= alpha0;
+          o[i + 2] *= alpha1;
+          o[i + 3] *= alpha1;
+        }
+        issue_pv_ss<T>(sm, stage, me, o);
+      }
+    }
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (tiles > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
+
+    // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
+    if (c == 0) {
+      sm.row_sum[me][row0] = l0;
+      sm.row_sum[me][row1] = l1;
+    }
+    named_barrier_sync(kBarConsumers, 256);
+    l0 = sm.row_sum[0][row0] + sm.row_sum[1][row0];
+    l1 = sm.row_sum[0][row1] + sm.row_sum[1][row1];
+
+    const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+    if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
+    const bool poison = errors != 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int local_row = h ? row1 : row0;
+      const int row = m_tile * Cfg::kRows + local_row;
+      if (row >= p.rows) continue;
+      const float l = h ? l1 : l0, m = h ? m1 : m0;
+      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+      const int qi = row / p.num_heads, head = row % p.num_heads;
+      if (seg.write_final) {
+        T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h +
+                 me * Cfg::kHalfCols;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8)
+          *reinterpret_cast<uint32_t*>(out + n8 * 8 + 2 * c) =
+              pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+      } else {
+        float* out = p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV +
+                     me * Cfg::kHalfCols;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8)
+          *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
+              make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+      }
+      if (me == 0 && c == 0) {
+        const float lse = poison ? NAN : (l > 0.f ? m * p.softmax_scale + logf(l) : -INFINITY);
+        if (seg.write_final) {
+          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+        } else {
+          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace openmla::kernels::sm90
