@@ -2,97 +2,268 @@
 //   lse = log(sum_i exp(lse_i)),   out = sum_i exp(lse_i - lse) * o_i.
 // Empty partials (lse_i = -inf, every key masked) weigh 0; all empty -> out 0, lse -inf.
 // A NaN partial (a guarded bad input) makes the row NaN: fmaxf would silently drop it.
+//
+// Work decomposition. A CTA owns a tile of kF float4 columns of one request's output (kF < 128: a
+// column chunk of one row; kF >= 128: kF / 128 whole rows) and spreads the request's splits over
+// its threads: kLanes = 256 / kF split lanes (one when kF >= 256), lane s taking splits s, s +
+// kLanes, ... Each thread keeps kLoadsPerThread float4 loads in flight (kUnroll splits of kVec
+// float4) and merges them with an online (running-max) LSE update, so no pass over the LSEs has to
+// finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
+// in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
+//
+// Grid: x = tiles of one request, y = request groups. The host knows only batch, rows and
+// num_parts, so the tile width comes from upper bounds: at most min(batch, num_parts - 1) requests
+// are split (each owns >= 1 of the num_parts - 1 part boundaries) and they share at most
+// max_partials slots. With batch <= num_parts - 1, group g is request g; otherwise group g is the
+// part g + 1, which maps to the split request whose second part it is (that part begins in the
+// request, at a block > 0), so a large batch launches num_parts - 1 groups instead of batch. Groups
+// without a split request exit after one or two small loads.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
+
+#include "core/decode_config.h"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
 
 namespace openmla::kernels {
 namespace {
 
-constexpr int kWarps = 8;         // one warp per query row
-constexpr int kMaxSplitsInSmem = 64;
+constexpr int kThreads = 256;
+constexpr int kLoadsPerThread = 8;  // float4 loads in flight per thread (32 KB per CTA)
+constexpr int kMinCtasPerSm = 3;    // caps registers at 80 (no spills); 96 KB of loads in flight per SM
+constexpr int kTargetCtas = 384;    // about kMinCtasPerSm CTAs on each of 132 SMs
+constexpr int kMinTile = 8;         // float4 columns: 128 bytes, one cache line per split and row
+constexpr int kMaxTile = 1024;      // 8 rows: one warp per row, 16 columns per lane
 
-template <typename T>
-__global__ void __launch_bounds__(kWarps * 32) combine_kernel(DecodeParams p) {
-  wait_for_preceding_grids();  // partials come from the decode kernel
-  const int req = blockIdx.y;
-  const RequestSplit split = p.splits[req];
-  if (split.num_splits <= 1) return;  // written directly by the decode kernel
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = blockIdx.x * kWarps + warp;
-  if (row >= p.rows) return;
+template <int kF>
+struct TileShape {
+  static_assert(kF >= 8 && kF <= 1024 && (kF & (kF - 1)) == 0, "tile: power of two in [8, 1024] float4");
+  static constexpr int kRows = kF >= 128 ? kF / 128 : 1;         // rows per tile
+  static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // float4 columns per tile row
+  static constexpr int kChunks = 128 / kCols4;                   // tiles along one row
+  static constexpr int kLanes = kF <= kThreads ? kThreads / kF : 1;  // split lanes
+  static constexpr int kThreadsPerRow = kThreads / (kLanes * kRows);  // threads of one (lane, row)
+  static constexpr int kVec = kCols4 / kThreadsPerRow;           // float4 per thread and split
+  static constexpr int kUnroll = kLoadsPerThread / kVec;         // splits per batch of loads
+  static_assert(kLanes == 1 || kRows == 1, "several lanes only within one row");
+  static_assert(kVec >= 1 && kUnroll >= 1 && kLanes * kRows * kThreadsPerRow == kThreads, "tile shape");
+};
 
-  __shared__ float weights[kWarps][kMaxSplitsInSmem];
+__device__ __forceinline__ void fma4(float4& acc, float w, const float4& v) {
+  acc.x = fmaf(w, v.x, acc.x);
+  acc.y = fmaf(w, v.y, acc.y);
+  acc.z = fmaf(w, v.z, acc.z);
+  acc.w = fmaf(w, v.w, acc.w);
+}
+__device__ __forceinline__ void scale4(float4& acc, float s) {
+  acc.x *= s;
+  acc.y *= s;
+  acc.z *= s;
+  acc.w *= s;
+}
+
+// Finds the split request of group g (see the header); false when the group has none. By part:
+// the planner sets parts[q].begin_req = r, begin_block > 0 for every part q after r's first one,
+// and only r's first part + 1 passes the first_part check, so each split request has one group.
+__device__ __forceinline__ bool group_request(const DecodeParams& p, int g, bool by_part, int& req,
+                                              RequestSplit& split) {
+  if (by_part) {
+    const int q = g + 1;
+    const SplitPart part = p.parts[q];
+    if (part.begin_req > part.end_req || part.begin_block <= 0) return false;
+    req = part.begin_req;
+    if (req < 0 || req >= p.batch) return false;
+    split = p.splits[req];
+    if (split.first_part != q - 1) return false;
+  } else {
+    req = g;
+    split = p.splits[req];
+  }
+  return split.num_splits > 1;  // one split: written directly by the decode kernel
+}
+
+template <typename T, int kF>
+__device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, const RequestSplit& split, int tile) {
+  using S = TileShape<kF>;
+  constexpr int kLanes = S::kLanes, kVec = S::kVec, kUnroll = S::kUnroll, kTpr = S::kThreadsPerRow;
+
+  const int tid = threadIdx.x;
+  const int lane = tid / (S::kRows * kTpr);  // split lane
+  const int rem = tid % (S::kRows * kTpr);
+  const int c = rem % kTpr;
+  const int chunk = tile % S::kChunks;
+  const int row = (tile / S::kChunks) * S::kRows + rem / kTpr;
+  const bool row_ok = row < p.rows;  // false only in the last tile of a multi-row shape
+  const int col4 = chunk * S::kCols4 + c;  // first float4 column; then + v * kTpr
+
   const int n = split.num_splits;
-  const size_t slot0 = static_cast<size_t>(split.partial_base);
+  const size_t rows = static_cast<size_t>(p.rows);
+  const size_t slot = static_cast<size_t>(split.partial_base) + lane;
+  const float4* o_ptr = reinterpret_cast<const float4*>(p.o_partial) + (slot * rows + row) * 128 + col4;
+  const float* l_ptr = p.lse_partial + slot * rows + row;
+  const size_t o_step = static_cast<size_t>(kLanes) * rows * 128;  // float4 between a lane's splits
+  const size_t l_step = static_cast<size_t>(kLanes) * rows;
 
-  // Max and NaN over the partial LSEs (lanes stride over splits).
-  float m = -INFINITY;
+  // Online merge of this lane's splits: acc = sum_i exp(l_i - m) o_i, sum = sum_i exp(l_i - m).
+  float m = -INFINITY, sum = 0.f;
   bool has_nan = false;
-  for (int i = lane; i < n; i += 32) {
-    const float l = p.lse_partial[(slot0 + i) * p.rows + row];
-    has_nan |= isnan(l);
-    m = fmaxf(m, l);
-  }
-  for (int o = 16; o > 0; o /= 2) {
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  }
-  has_nan = __any_sync(0xffffffffu, has_nan);
-  float sum = 0.f;
-  for (int i = lane; i < n; i += 32) {
-    const float l = p.lse_partial[(slot0 + i) * p.rows + row];
-    const float w = (m == -INFINITY) ? 0.f : __expf(l - m);
-    if (i < kMaxSplitsInSmem) weights[warp][i] = w;
-    sum += w;
-  }
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  __syncwarp();
-
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const float lse = has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
-
-  // Each lane owns 16 of the 512 columns: 4 float4 reads per partial.
-  float acc[16];
+  float4 acc[kVec];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) acc[j] = 0.f;
-  // Unrolled so several partials' loads are in flight: a long request split over every SM has
-  // 100+ partials and one dependent load at a time would make the combine slower than the attention.
-#pragma unroll 4
-  for (int i = 0; i < n; ++i) {
-    const float w = (i < kMaxSplitsInSmem ? weights[warp][i]
-                                          : (m == -INFINITY ? 0.f : __expf(p.lse_partial[(slot0 + i) * p.rows + row] - m))) * inv;
-    const float4* src = reinterpret_cast<const float4*>(p.o_partial + ((slot0 + i) * p.rows + row) * 512);
+  for (int v = 0; v < kVec; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+
+  if (row_ok) {
+    for (int i0 = lane; i0 < n; i0 += kUnroll * kLanes) {
+      float l[kUnroll];
+      float4 o[kUnroll][kVec];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 v = src[j * 32 + lane];
-      acc[j * 4 + 0] += w * v.x;
-      acc[j * 4 + 1] += w * v.y;
-      acc[j * 4 + 2] += w * v.z;
-      acc[j * 4 + 3] += w * v.w;
+      for (int j = 0; j < kUnroll; ++j) {
+        const bool valid = i0 + j * kLanes < n;
+        l[j] = valid ? l_ptr[j * l_step] : -INFINITY;
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          o[j][v] = valid ? __ldcg(o_ptr + j * o_step + v * kTpr) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+      float new_m = m;
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        has_nan |= isnan(l[j]);
+        new_m = fmaxf(new_m, l[j]);
+      }
+      if (new_m != -INFINITY) {  // else every split so far is empty: acc and sum stay 0
+        const float rescale = __expf(m - new_m);  // 0 when m = -inf, 1 when the max is unchanged
+        sum *= rescale;
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) scale4(acc[v], rescale);
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+          const float w = __expf(l[j] - new_m);  // invalid / empty: exp(-inf) = 0
+          sum += w;
+#pragma unroll
+          for (int v = 0; v < kVec; ++v) fma4(acc[v], w, o[j][v]);
+        }
+        m = new_m;
+      }
+      o_ptr += kUnroll * o_step;
+      l_ptr += kUnroll * l_step;
     }
   }
 
-  const int qi = row / p.num_heads, head = row % p.num_heads;
-  T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+  bool writer = row_ok;
+  if constexpr (kLanes > 1) {
+    // Merge the lanes (one row; kTpr = kF threads per lane, kVec = 1) in lane order.
+    __shared__ float4 s_acc[kLanes][kTpr];
+    __shared__ float s_m[kLanes], s_sum[kLanes];
+    __shared__ int s_nan[kLanes];
+    s_acc[lane][c] = acc[0];
+    if (c == 0) {
+      s_m[lane] = m;
+      s_sum[lane] = sum;
+      s_nan[lane] = has_nan;
+    }
+    __syncthreads();
+    writer = row_ok && lane == 0;
+    if (writer) {
+      float mm = -INFINITY;
+      int any_nan = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int col = (j * 32 + lane) * 4;
-    uint2 packed;
-    packed.x = pack2<T>(has_nan ? NAN : acc[j * 4 + 0], has_nan ? NAN : acc[j * 4 + 1]);
-    packed.y = pack2<T>(has_nan ? NAN : acc[j * 4 + 2], has_nan ? NAN : acc[j * 4 + 3]);
-    *reinterpret_cast<uint2*>(out + col) = packed;
+      for (int s = 0; s < kLanes; ++s) {
+        mm = fmaxf(mm, s_m[s]);
+        any_nan |= s_nan[s];
+      }
+      float total = 0.f;
+      float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (mm != -INFINITY) {
+#pragma unroll
+        for (int s = 0; s < kLanes; ++s) {
+          const float f = __expf(s_m[s] - mm);  // empty lane: exp(-inf) = 0 (and its acc, sum are 0)
+          total = fmaf(f, s_sum[s], total);
+          fma4(a, f, s_acc[s][c]);
+        }
+      }
+      m = mm;
+      sum = total;
+      has_nan = any_nan != 0;
+      acc[0] = a;
+    }
+    __syncthreads();  // shared memory is reused by the next group of a grid-stride loop
   }
-  if (lane == 0) p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+
+  if (writer) {
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int qi = row / p.num_heads, head = row % p.num_heads;
+    T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int col = (col4 + v * kTpr) * 4;
+      uint2 packed;
+      packed.x = pack2<T>(has_nan ? NAN : acc[v].x * inv, has_nan ? NAN : acc[v].y * inv);
+      packed.y = pack2<T>(has_nan ? NAN : acc[v].z * inv, has_nan ? NAN : acc[v].w * inv);
+      *reinterpret_cast<uint2*>(out + col) = packed;
+    }
+    if (chunk == 0 && c == 0) {
+      p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] =
+          has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
+    }
+  }
+}
+
+template <typename T, int kF>
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm) combine_kernel(DecodeParams p, int num_groups) {
+  wait_for_preceding_grids();  // partials and the schedule come from earlier kernels
+  const bool by_part = num_groups < p.batch;
+  for (int g = blockIdx.y; g < num_groups; g += gridDim.y) {  // one pass unless groups > 65535
+    int req;
+    RequestSplit split;
+    if (!group_request(p, g, by_part, req, split)) continue;  // uniform over the CTA
+    combine_tile<T, kF>(p, req, split, blockIdx.x);
+  }
+}
+
+template <typename T, int kF>
+cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic, cudaStream_t stream) {
+  using S = TileShape<kF>;
+  const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
+  const dim3 grid(tiles, std::min(num_groups, 65535));
+  return launch_kernel(combine_kernel<T, kF>, grid, kThreads, 0, stream, programmatic, p, num_groups);
+}
+
+template <typename T>
+cudaError_t launch_typed(const DecodeParams& p, int tile_f4, int num_groups, bool programmatic, cudaStream_t stream) {
+  switch (tile_f4) {
+    case 8: return launch_tile<T, 8>(p, num_groups, programmatic, stream);
+    case 16: return launch_tile<T, 16>(p, num_groups, programmatic, stream);
+    case 32: return launch_tile<T, 32>(p, num_groups, programmatic, stream);
+    case 64: return launch_tile<T, 64>(p, num_groups, programmatic, stream);
+    case 128: return launch_tile<T, 128>(p, num_groups, programmatic, stream);
+    case 256: return launch_tile<T, 256>(p, num_groups, programmatic, stream);
+    case 512: return launch_tile<T, 512>(p, num_groups, programmatic, stream);
+    default: return launch_tile<T, 1024>(p, num_groups, programmatic, stream);
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
-  const dim3 grid((p.rows + kWarps - 1) / kWarps, p.batch);
-  return q_is_bf16 ? launch_kernel(combine_kernel<__nv_bfloat16>, grid, kWarps * 32, 0, stream, programmatic, p)
-                   : launch_kernel(combine_kernel<__half>, grid, kWarps * 32, 0, stream, programmatic, p);
+  if (p.batch <= 0 || p.rows <= 0 || p.num_parts <= 1) return cudaSuccess;  // nothing can be split
+  // Groups: requests that can be split (see the header). Expected splits per split request: the
+  // slot bound over the groups (b = 1: num_parts; large b: about 2).
+  const int num_groups = std::min(p.batch, p.num_parts - 1);
+  const int64_t slots = std::max(1, detail::max_partials(p.batch, p.num_parts));
+  const int64_t splits_hint = (slots + num_groups - 1) / num_groups;
+  // Tile width (float4): the widest that still gives about kTargetCtas CTAs, and narrow enough that
+  // the lanes (kThreads / width) cover splits_hint splits with one batch of loads each.
+  const int64_t by_ctas = static_cast<int64_t>(num_groups) * p.rows * 128 / kTargetCtas;
+  const int64_t by_splits = static_cast<int64_t>(kThreads) * kLoadsPerThread / splits_hint;
+  const int64_t want = std::min<int64_t>(std::max<int64_t>(std::min(by_ctas, by_splits), kMinTile), kMaxTile);
+  int tile_f4 = kMinTile;
+  while (tile_f4 * 2 <= want) tile_f4 *= 2;
+  while (tile_f4 > 128 && tile_f4 / 128 > p.rows) tile_f4 /= 2;  // no tile rows beyond the request's rows
+  return q_is_bf16 ? launch_typed<__nv_bfloat16>(p, tile_f4, num_groups, programmatic, stream)
+                   : launch_typed<__half>(p, tile_f4, num_groups, programmatic, stream);
 }
 
 }  // namespace openmla::kernels
