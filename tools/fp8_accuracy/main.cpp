@@ -1,0 +1,132 @@
+// openmla-fp8-accuracy: decode error of the FP8 KV layouts against the bf16 cache they are quantized
+// from, and of bf16 storage against float64 on the unrounded data (docs/fp8-accuracy.md). CPU only.
+//
+//   openmla-fp8-accuracy [--quick] [--batch N] [--seed S] [--no-unit-scale]
+//
+// Grid: 4 distributions x {flat, peaky} queries x h_q {16, 128} x s_k {1024, 8192}, s_q = 1,
+// softmax scale 576^-0.5; --quick keeps h_q 16, s_k 1024. Batch (requests per case, each with its own
+// data), unless --batch: 4 at (h_q 16, s_k 1024), 2 at (16, 8192) and (128, 1024), 1 at (128, 8192).
+// OPENMLA_REFERENCE_THREADS caps the worker threads.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "fp8_accuracy.h"
+#include "openmla/error.h"
+
+#ifndef OPENMLA_GIT_COMMIT
+#define OPENMLA_GIT_COMMIT ""
+#endif
+
+namespace {
+
+using namespace openmla::fp8_accuracy;
+
+void usage() {
+  std::fprintf(stderr, "usage: openmla-fp8-accuracy [--quick] [--batch N] [--seed S] [--no-unit-scale]\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, unit_scale = true;
+  int batch = 0;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--no-unit-scale") unit_scale = false;
+    else if (a == "--batch" && i + 1 < argc) batch = std::atoi(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+    else {
+      usage();
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  const std::vector<int> heads = quick ? std::vector<int>{16} : std::vector<int>{16, 128};
+  const std::vector<int> seqlens = quick ? std::vector<int>{1024} : std::vector<int>{1024, 8192};
+  const Distribution dists[] = {Distribution::kGaussian, Distribution::kChannelOutliers, Distribution::kTokenOutliers,
+                               Distribution::kMassiveChannels};
+  const QueryKind queries[] = {QueryKind::kFlat, QueryKind::kPeaky};
+
+  std::printf("openmla-fp8-accuracy  commit %s  seed %llu  threads %u%s\n", OPENMLA_GIT_COMMIT,
+              static_cast<unsigned long long>(seed), std::thread::hardware_concurrency(), quick ? "  (quick)" : "");
+  std::printf("s_q 1, softmax scale 576^-0.5; rows = (request, head). FP8 layouts vs decode over the bf16 cache;\n"
+              "bf16 vs float64 attention on the unrounded data. amax: largest |x| of the case's KV data.\n"
+              "eff tok: median exp(softmax entropy). out chan max: max over output channels of the\n"
+              "channel's relative L2 error over rows. kv chan med/max: median/max over latent channels of\n"
+              "||x_q - x|| / ||x|| over the cached tokens. fp8_e4m3: per-tensor scale amax / 448 of the case's\n"
+              "data; fp8_e4m3 (scale 1): scale 1.0 (SGLang's default k_scale); fp8_ds_mla: per-token tile scales.\n\n");
+  std::printf("| dist | query | h_q | s_k | b | amax | eff tok | layout | vs | rel-L2 max | rel-L2 median | max abs / max ref | lse abs max | out chan max | kv chan med | kv chan max |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+
+  // Worst over shapes and queries, per (distribution, layout).
+  std::map<std::pair<int, std::string>, LayoutRow> worst;
+  std::vector<std::string> layout_order;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (Distribution d : dists)
+      for (QueryKind q : queries)
+        for (int h : heads)
+          for (int s_k : seqlens) {
+            StudyCase c;
+            c.dist = d;
+            c.query = q;
+            c.num_heads = h;
+            c.seqlen = s_k;
+            c.batch = batch > 0 ? batch : (h >= 128 ? 1 : 2) * (s_k <= 1024 ? 2 : 1);
+            c.seed = seed;
+            const CaseResult res = run_case(c, unit_scale);
+            for (const LayoutRow& row : res.rows) {
+              std::printf("| %s | %s | %d | %d | %d | %.3g | %.1f | %s | %s | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e |\n",
+                          distribution_name(d), query_name(q), h, s_k, c.batch, 448.0 * res.e4m3_scale,
+                          res.effective_tokens, row.layout.c_str(), row.reference.c_str(), row.err.max_rel_l2,
+                          row.err.median_rel_l2, row.err.max_rel_abs, row.err.max_lse_abs, row.err.max_channel_rel,
+                          row.kv_err.median, row.kv_err.max);
+              auto key = std::make_pair(static_cast<int>(d), row.layout);
+              auto it = worst.find(key);
+              if (it == worst.end()) {
+                worst.emplace(key, row);
+                if (std::find(layout_order.begin(), layout_order.end(), row.layout) == layout_order.end())
+                  layout_order.push_back(row.layout);
+              } else {
+                ErrorStats& w = it->second.err;
+                w.max_rel_l2 = std::max(w.max_rel_l2, row.err.max_rel_l2);
+                w.median_rel_l2 = std::max(w.median_rel_l2, row.err.median_rel_l2);
+                w.max_rel_abs = std::max(w.max_rel_abs, row.err.max_rel_abs);
+                w.max_lse_abs = std::max(w.max_lse_abs, row.err.max_lse_abs);
+                w.max_channel_rel = std::max(w.max_channel_rel, row.err.max_channel_rel);
+                ChannelError& k = it->second.kv_err;
+                k.median = std::max(k.median, row.kv_err.median);
+                k.max = std::max(k.max, row.kv_err.max);
+              }
+            }
+            std::fflush(stdout);
+          }
+  } catch (const openmla::Error& e) {
+    std::fprintf(stderr, "openmla-fp8-accuracy: %s\n", e.what());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::printf("\nSummary: worst over queries and shapes, per distribution and layout\n\n");
+  std::printf("| dist | layout | vs | rel-L2 max | rel-L2 median (worst case) | max abs / max ref | lse abs max | out chan max | kv chan med | kv chan max |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (Distribution d : dists)
+    for (const std::string& layout : layout_order) {
+      const LayoutRow& row = worst.at(std::make_pair(static_cast<int>(d), layout));
+      std::printf("| %s | %s | %s | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e |\n", distribution_name(d),
+                  layout.c_str(), row.reference.c_str(), row.err.max_rel_l2, row.err.median_rel_l2,
+                  row.err.max_rel_abs, row.err.max_lse_abs, row.err.max_channel_rel, row.kv_err.median,
+                  row.kv_err.max);
+    }
+  std::printf("\n%.1f s\n", seconds);
+  return 0;
+}
