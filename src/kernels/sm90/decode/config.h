@@ -46,7 +46,7 @@ struct alignas(1024) WideSharedStorage {
   float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
-  uint64_t full[WideConfig::kStages];   // TMA landed (or a bad page was skipped)
+  uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box landed (or a bad page was skipped)
   uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
   int bad_page[WideConfig::kStages];    // the stage's page id was out of range
 };

@@ -76,31 +76,55 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
   cp_async_commit();
 }
 
-// S[64 x 64] = Q K^T over 576 dims.
+// ptxas serializes every wgmma of the kernel (warnings C7514/C7515/C7519/C7520) if it sees a
+// non-wgmma instruction touch an accumulator between wgmma.fence and the wait, or a branch between
+// two wgmmas of a group. Hence: accumulators fenced before wgmma.fence and after the commit, the
+// barrier waits before the first wgmma, and every wait unconditional.
+
+// S[64 x 64] = Q K^T over 576 dims (all 9 boxes of the stage landed first).
 template <typename T>
-__device__ __forceinline__ void issue_qk(const WideSharedStorage& sm, int stage, float (&s)[32]) {
+__device__ __forceinline__ void issue_qk(WideSharedStorage& sm, int stage, uint32_t parity, float (&s)[32]) {
+#pragma unroll
+  for (int box = 0; box < Cfg::kBoxes; ++box) mbarrier_wait(&sm.full[stage][box], parity);
+  fence_operands(s);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kHeadDimQK / 16; ++ks) wgmma_m64n64k16_ss<T>(s, q_desc(sm, ks), k_desc(sm, stage, ks), ks > 0);
   wgmma_commit();
+  fence_operands(s);
+}
+
+// Waits for the boxes of one V half (the other consumer's QK waited for all of them, but each
+// thread that reads TMA data observes its barrier itself).
+__device__ __forceinline__ void wait_v_half(WideSharedStorage& sm, int stage, int half, uint32_t parity) {
+#pragma unroll
+  for (int b = 0; b < Cfg::kHalfBoxes; ++b) mbarrier_wait(&sm.full[stage][half * Cfg::kHalfBoxes + b], parity);
 }
 
 // O_half[64 x 256] += P V_half, P from registers (the owner's) ...
 template <typename T>
 __device__ __forceinline__ void issue_pv_rs(const WideSharedStorage& sm, int stage, int half,
-                                            const uint32_t (&pa)[4][4], float (&o)[128]) {
+                                            uint32_t (&pa)[4][4], float (&o)[128]) {
+  fence_operands(o);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) fence_operands(pa[kk]);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs_tb<T>(o, pa[kk], v_desc(sm, stage, half, kk), true);
   wgmma_commit();
+  fence_operands(o);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) fence_operands(pa[kk]);
 }
 // ... or from shared memory (the other consumer's).
 template <typename T>
 __device__ __forceinline__ void issue_pv_ss(const WideSharedStorage& sm, int stage, int half, float (&o)[128]) {
+  fence_operands(o);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_ss_tb<T>(o, p_desc(sm, kk), v_desc(sm, stage, half, kk), true);
   wgmma_commit();
+  fence_operands(o);
 }
 
 // Zeroes V rows [valid, 64) of this consumer's half of a stage (tokens past seqlen). 128 threads.
@@ -110,6 +134,19 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
     const int chunk = i % 8, box = (i / 8) % Cfg::kHalfBoxes, r = valid + i / (8 * Cfg::kHalfBoxes);
     *reinterpret_cast<uint4*>(sm.kv[stage] + (half * Cfg::kHalfBoxes + box) * Cfg::kBoxBytes + r * 128 + chunk * 16) =
         make_uint4(0, 0, 0, 0);
+  }
+}
+
+// O rows *= alpha (two rows per thread).
+// Unconditional: a branch that is not warpgroup-uniform around accumulator writes makes ptxas
+// serialize every wgmma (warning C7520).
+__device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
+#pragma unroll
+  for (int i = 0; i < 128; i += 4) {
+    o[i + 0] *= alpha0;
+    o[i + 1] *= alpha0;
+    o[i + 2] *= alpha1;
+    o[i + 3] *= alpha1;
   }
 }
 
@@ -125,11 +162,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   WideSharedStorage& sm =
       *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0 so that the compiler knows the role is uniform across the warp: wgmma
+  // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(&sm.full[s], 1);
+      for (int b = 0; b < Cfg::kBoxes; ++b) mbarrier_init(&sm.full[s][b], 1);
       mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
     }
     fence_barrier_init();
@@ -159,15 +198,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
         if (page >= 0 && page < p.num_pages) {
           sm.bad_page[stage] = 0;
-          mbarrier_arrive_expect_tx(&sm.full[stage], Cfg::kTileBytes);
 #pragma unroll
-          for (int box = 0; box < Cfg::kBoxes; ++box)
-            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, &kv_map, box * Cfg::kBoxDims, 0, page, &sm.full[stage],
-                        policy);
+          for (int box = 0; box < Cfg::kBoxes; ++box) {
+            mbarrier_arrive_expect_tx(&sm.full[stage][box], Cfg::kBoxBytes);
+            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, &kv_map, box * Cfg::kBoxDims, 0, page,
+                        &sm.full[stage][box], policy);
+          }
         } else {
           sm.bad_page[stage] = 1;  // never a coordinate: the stage keeps stale data, the rows go NaN
           atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
-          mbarrier_arrive(&sm.full[stage]);
+          for (int box = 0; box < Cfg::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
         }
       }
     }
@@ -204,6 +244,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       limit1 = seg.seqlen - p.q_len + 1 + min(grow1 / p.num_heads, p.q_len - 1);
     }
 
+    // The smallest limit of the m-tile (its first row's): tiles before it need no mask.
+    const int tile_min_limit =
+        p.causal ? seg.seqlen - p.q_len + 1 + min(m_tile * Cfg::kRows / p.num_heads, p.q_len - 1) : seg.seqlen;
+
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -211,35 +255,46 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     float l0 = 0.f, l1 = 0.f;              // this consumer's share of the row sums (unreduced over the quad)
     bool bad_page = false;
 
+    // Each consumer releases a stage (one arrival per warp) as soon as its last wgmma on it has
+    // completed, so the producer refills it while the next tile is computed.
+    auto release = [&](uint32_t tile_it) {
+      if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
+    };
     for (int j = 0; j < tiles; ++j, ++it) {
       const int block = seg.block_begin + j;
       const int stage = it % Cfg::kStages;
-      mbarrier_wait(&sm.full[stage], (it / Cfg::kStages) & 1);
-      bad_page |= sm.bad_page[stage] != 0;
+      const uint32_t parity = (it / Cfg::kStages) & 1;
+      const bool own = (j & 1) == me;
       const int first_token = block * Cfg::kTokens;
+      // This consumer's PV of the previous tile is done: release its stage before anything else so
+      // the producer's refill starts as early as possible. (wait_group 1 after the next QK would
+      // release later still, and ptxas cannot pair it with the older group: it serializes.)
+      wgmma_wait<0>();
+      fence_operands(o);
+      if (j > 0) release(it - 1);
       if (first_token + Cfg::kTokens > seg.seqlen) {
+        wait_v_half(sm, stage, me, parity);
         zero_v_tail(sm, stage, me, seg.seqlen - first_token, t);
         fence_proxy_async();
         named_barrier_sync(kBarConsumer0 + me, 128);
       }
 
-      if ((j & 1) == me) {
+      if (own) {
         // ---- owner: S, softmax step, publish P, own PV ----
         float s[32];
-        issue_qk<T>(sm, stage, s);
-        wgmma_wait<0>();  // S, and this consumer's PV of the previous tile
+        issue_qk<T>(sm, stage, parity, s);
+        bad_page |= sm.bad_page[stage] != 0;
+        wgmma_wait<0>();  // S
         fence_operands(s);
-        fence_operands(o);
-        if (j > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
 
-        if (first_token + Cfg::kTokens > min(limit0, limit1) || first_token + Cfg::kTokens > seg.seqlen) {
+        if (first_token + Cfg::kTokens > tile_min_limit) {  // uniform: only the last tile or two
 #pragma unroll
           for (int n8 = 0; n8 < 8; ++n8) {
             const int k = first_token + n8 * 8 + 2 * c;
-            if (k >= limit0) s[4 * n8 + 0] = -INFINITY;
-            if (k + 1 >= limit0) s[4 * n8 + 1] = -INFINITY;
-            if (k >= limit1) s[4 * n8 + 2] = -INFINITY;
-            if (k + 1 >= limit1) s[4 * n8 + 3] = -INFINITY;
+            s[4 * n8 + 0] = k >= limit0 ? -INFINITY : s[4 * n8 + 0];
+            s[4 * n8 + 1] = k + 1 >= limit0 ? -INFINITY : s[4 * n8 + 1];
+            s[4 * n8 + 2] = k >= limit1 ? -INFINITY : s[4 * n8 + 2];
+            s[4 * n8 + 3] = k + 1 >= limit1 ? -INFINITY : s[4 * n8 + 3];
           }
         }
         float mx0 = m0, mx1 = m1;
@@ -281,38 +336,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         m1 = mx1;
         l0 = l0 * alpha0 + sum0;
         l1 = l1 * alpha1 + sum1;
-#pragma unroll
-        for (int i = 0; i < 128; i += 4) {
-          o[i + 0] *= alpha0;
-          o[i + 1] *= alpha0;
-          o[i + 2] *= alpha1;
-          o[i + 3] *= alpha1;
-        }
+        rescale_rows(o, alpha0, alpha1);
         issue_pv_rs<T>(sm, stage, me, pa, o);
       } else {
         // ---- other: wait for the owner's P, rescale, PV from shared memory ----
+        wait_v_half(sm, stage, me, parity);
+        bad_page |= sm.bad_page[stage] != 0;
         named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
         const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
         m0 = sm.row_max[row0];
         m1 = sm.row_max[row1];
-        wgmma_wait<0>();  // this consumer's PV of the previous tile
-        fence_operands(o);
-        if (j > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
         l0 *= alpha0;
         l1 *= alpha1;
-#pragma unroll
-        for (int i = 0; i < 128; i += 4) {
-          o[i + 0] *= alpha0;
-          o[i + 1] *= alpha0;
-          o[i + 2] *= alpha1;
-          o[i + 3] *= alpha1;
-        }
+        rescale_rows(o, alpha0, alpha1);
         issue_pv_ss<T>(sm, stage, me, o);
       }
     }
     wgmma_wait<0>();
     fence_operands(o);
-    if (tiles > 0 && lane == 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
+    if (tiles > 0) release(it - 1);
 
     // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
     l0 = quad_sum(l0);
