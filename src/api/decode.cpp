@@ -56,6 +56,18 @@ Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat 
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
+// sm90 schedule: OPENMLA_SM90_SCHEDULE=pairs|alternating (tests, benchmarks), else by row count:
+// pairs overlap softmax with tensor work (tensor-bound, many rows), alternating keeps loads
+// furthest ahead (memory-bound, few rows). Measured in docs/hopper-kernel.md.
+bool choose_sm90_pairs(int rows) {
+  if (const char* env = std::getenv("OPENMLA_SM90_SCHEDULE"); env != nullptr && *env != '\0') {
+    if (std::strcmp(env, "pairs") == 0) return true;
+    if (std::strcmp(env, "alternating") == 0) return false;
+    detail::fail_arg("OPENMLA_SM90_SCHEDULE", "pairs or alternating", std::string("'") + env + "'");
+  }
+  return rows > 32;
+}
+
 // Portable tile: forced by the option or OPENMLA_PORTABLE_TILE (tests, benchmarks), else chosen
 // from the row count and the device's shared memory.
 detail::PortableTile choose_tile(const DecodeShape& shape, const DecodeOptions& options, const cudaDeviceProp& prop) {
@@ -131,6 +143,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
 #if defined(OPENMLA_HAS_SM90)
     OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
 #endif
+    sm90_pairs_ = choose_sm90_pairs(rows);
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
     portable_tile_ = static_cast<int>(tile);
@@ -210,7 +223,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, programmatic_launch_, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, sm90_pairs_, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

@@ -154,9 +154,262 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // exp2(-inf - base) = 0 instead of NaN.
 __device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
-// ---- the kernel ------------------------------------------------------------------------------
+// ---- the softmax step and the two schedules -----------------------------------------------------
+
+// Keys a row may see: < limit (seqlen, or the causal limit of the row's query token).
+struct TileMask {
+  int seqlen;
+  int limit0, limit1;   // this thread's two rows
+  int tile_min_limit;   // the m-tile's smallest limit: tiles entirely below it need no mask
+};
+
+// Online-softmax state of this thread's two rows: the running max m (raw score units, the same in
+// both consumers) and this consumer's share of the row sums l (unreduced over the quad).
+struct RowState {
+  float m0 = -INFINITY, m1 = -INFINITY;
+  float l0 = 0.f, l1 = 0.f;
+};
+
+// One tile's softmax step on S (owner only): masks, new max, P = exp2(S - max) as the wgmma A
+// fragments of P V, the rescale factors alpha of the old state, and the rows' sums of P.
+struct SoftmaxStep {
+  float m0, m1, alpha0, alpha1, sum0, sum1;
+  uint32_t pa[4][4];
+};
 
 template <typename T>
+__device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMask& mask, int first_token, int c,
+                                                    float m_prev0, float m_prev1, float scale_log2) {
+  if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
+#pragma unroll
+    for (int n8 = 0; n8 < 8; ++n8) {
+      const int k = first_token + n8 * 8 + 2 * c;
+      s[4 * n8 + 0] = k >= mask.limit0 ? -INFINITY : s[4 * n8 + 0];
+      s[4 * n8 + 1] = k + 1 >= mask.limit0 ? -INFINITY : s[4 * n8 + 1];
+      s[4 * n8 + 2] = k >= mask.limit1 ? -INFINITY : s[4 * n8 + 2];
+      s[4 * n8 + 3] = k + 1 >= mask.limit1 ? -INFINITY : s[4 * n8 + 3];
+    }
+  }
+  SoftmaxStep r;
+  float mx0 = m_prev0, mx1 = m_prev1;
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    mx0 = fmaxf(mx0, fmaxf(s[4 * n8 + 0], s[4 * n8 + 1]));
+    mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+  }
+  r.m0 = quad_max(mx0);
+  r.m1 = quad_max(mx1);
+  r.alpha0 = r.m0 == -INFINITY ? 1.f : exp2f((m_prev0 - r.m0) * scale_log2);
+  r.alpha1 = r.m1 == -INFINITY ? 1.f : exp2f((m_prev1 - r.m1) * scale_log2);
+  const float base0 = softmax_base(r.m0) * scale_log2, base1 = softmax_base(r.m1) * scale_log2;
+  r.sum0 = r.sum1 = 0.f;
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    const float e0 = exp2f(fmaf(s[4 * n8 + 0], scale_log2, -base0));
+    const float e1 = exp2f(fmaf(s[4 * n8 + 1], scale_log2, -base0));
+    const float e2 = exp2f(fmaf(s[4 * n8 + 2], scale_log2, -base1));
+    const float e3 = exp2f(fmaf(s[4 * n8 + 3], scale_log2, -base1));
+    r.sum0 += e0 + e1;
+    r.sum1 += e2 + e3;
+    // wgmma A fragment of k-step n8 / 2: {row g, row g+8} x {tokens 2c.., 2c+8..}
+    r.pa[n8 / 2][(n8 % 2) * 2 + 0] = pack2<T>(e0, e1);
+    r.pa[n8 / 2][(n8 % 2) * 2 + 1] = pack2<T>(e2, e3);
+  }
+  return r;
+}
+
+// P (bf16/fp16) and the rows' new max and alpha into shared memory for the other consumer. The
+// caller makes sure nobody still reads the previous P.
+__device__ __forceinline__ void publish_p(WideSharedStorage& sm, const SoftmaxStep& st, int c, int row0, int row1) {
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row0, n8) + 4 * c) = st.pa[n8 / 2][(n8 % 2) * 2 + 0];
+    *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row1, n8) + 4 * c) = st.pa[n8 / 2][(n8 % 2) * 2 + 1];
+  }
+  if (c == 0) {
+    sm.row_max[row0] = st.m0;
+    sm.row_max[row1] = st.m1;
+    sm.row_scale[row0] = st.alpha0;
+    sm.row_scale[row1] = st.alpha1;
+  }
+  fence_proxy_async();  // P is read by the other consumer's wgmma
+}
+
+// Zeroes this consumer's half of V beyond seqlen in the segment's last tile (if it is partial).
+__device__ __forceinline__ void zero_tail_if_last(WideSharedStorage& sm, const TileMask& mask, int block, int stage,
+                                                  uint32_t parity, int me, int t) {
+  const int first_token = block * Cfg::kTokens;
+  if (first_token + Cfg::kTokens <= mask.seqlen) return;
+  wait_v_half(sm, stage, me, parity);
+  zero_v_tail(sm, stage, me, mask.seqlen - first_token, t);
+  fence_proxy_async();
+  named_barrier_sync(kBarConsumer0 + me, 128);
+}
+
+enum class Schedule { kAlternating, kPairs };
+
+// Alternating owners, one tile at a time: the owner of tile j (consumer j % 2) computes S, runs the
+// softmax step, publishes P and multiplies its V half from registers; the other consumer waits for
+// P and multiplies its half from shared memory. Softmax is not overlapped with tensor work, but
+// each stage is released one tile after it was filled, so loads run far ahead: the better
+// schedule when memory bandwidth binds (few query rows).
+template <typename T>
+__device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
+                                                    const TileMask& mask, int tiles, int me, int t, int lane, int c,
+                                                    int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
+                                                    bool& bad_page) {
+  auto release = [&](uint32_t tile_it) {
+    if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
+  };
+  for (int j = 0; j < tiles; ++j, ++it) {
+    const int block = seg.block_begin + j;
+    const int stage = it % Cfg::kStages;
+    const uint32_t parity = (it / Cfg::kStages) & 1;
+    // This consumer's PV of the previous tile is done: release its stage first so that the refill
+    // starts as early as possible.
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (j > 0) release(it - 1);
+    zero_tail_if_last(sm, mask, block, stage, parity, me, t);
+
+    if ((j & 1) == me) {
+      float s[32];
+      issue_qk<T>(sm, stage, parity, s);
+      bad_page |= sm.bad_page[stage] != 0;
+      wgmma_wait<0>();
+      fence_operands(s);
+      SoftmaxStep st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      publish_p(sm, st, c, row0, row1);
+      named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
+      rs.m0 = st.m0;
+      rs.m1 = st.m1;
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      issue_pv_rs<T>(sm, stage, me, st.pa, o);
+    } else {
+      wait_v_half(sm, stage, me, parity);
+      bad_page |= sm.bad_page[stage] != 0;
+      named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
+      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+      rs.m0 = sm.row_max[row0];
+      rs.m1 = sm.row_max[row1];
+      rs.l0 *= alpha0;
+      rs.l1 *= alpha1;
+      rescale_rows(o, alpha0, alpha1);
+      issue_pv_ss<T>(sm, stage, me, o);
+    }
+  }
+  wgmma_wait<0>();
+  fence_operands(o);
+  if (tiles > 0) release(it - 1);
+}
+
+// Pairs of tiles (t0, t1) in the two stages. Both consumers compute S at once, consumer 0 on t0 and
+// consumer 1 on t1. Consumer 0 runs the softmax step of t0 and publishes P0; consumer 1 multiplies
+// its V half of t0 by P0 (from shared memory) while it runs the softmax step of t1 (which needs
+// t0's max), then publishes P1; consumer 0 multiplies its half of t1 by P1. Tensor work of one
+// consumer covers the other's softmax; the cost is that a stage lives longer, so the loads have
+// less lead: the better schedule when the tensor cores bind (many query rows).
+template <typename T>
+__device__ __forceinline__ void consume_pairs(WideSharedStorage& sm, float scale_log2, const Segment& seg,
+                                              const TileMask& mask, int tiles, int me, int t, int lane, int c,
+                                              int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
+                                              bool& bad_page) {
+  int pending = -1;  // iteration index of a stage this consumer releases after its next wgmma wait
+  auto drain = [&]() {
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (pending >= 0 && lane == 0) mbarrier_arrive(&sm.empty[pending % Cfg::kStages]);
+    pending = -1;
+  };
+  for (int j = 0; j < tiles; j += 2, it += 2) {
+    const bool has1 = j + 1 < tiles;
+    const int block0 = seg.block_begin + j, block1 = block0 + 1;
+    const int st0 = it % Cfg::kStages, st1 = (it + 1) % Cfg::kStages;
+    const uint32_t par0 = (it / Cfg::kStages) & 1, par1 = ((it + 1) / Cfg::kStages) & 1;
+    drain();  // the previous pair's last PV: its stage goes back to the producer
+    zero_tail_if_last(sm, mask, block0, st0, par0, me, t);
+    if (has1) zero_tail_if_last(sm, mask, block1, st1, par1, me, t);
+
+    if (me == 0) {
+      float s[32];
+      issue_qk<T>(sm, st0, par0, s);
+      bad_page |= sm.bad_page[st0] != 0;
+      wgmma_wait<0>();
+      fence_operands(s);
+      SoftmaxStep st = softmax_step<T>(s, mask, block0 * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      publish_p(sm, st, c, row0, row1);  // the P buffer's last reader was this consumer (drained)
+      named_barrier_arrive(kBarPReady0, 256);
+      rs.m0 = st.m0;
+      rs.m1 = st.m1;
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      issue_pv_rs<T>(sm, st0, 0, st.pa, o);
+      pending = it;
+      drain();  // t0 done here: its stage is refilled while t1 finishes
+      if (has1) {
+        wait_v_half(sm, st1, 0, par1);
+        bad_page |= sm.bad_page[st1] != 0;
+        named_barrier_sync(kBarPReady1, 256);
+        const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+        rs.m0 = sm.row_max[row0];
+        rs.m1 = sm.row_max[row1];
+        rs.l0 *= alpha0;
+        rs.l1 *= alpha1;
+        rescale_rows(o, alpha0, alpha1);
+        issue_pv_ss<T>(sm, st1, 0, o);
+        pending = it + 1;
+      }
+    } else if (has1) {
+      float s[32];
+      issue_qk<T>(sm, st1, par1, s);
+      wait_v_half(sm, st0, 1, par0);
+      bad_page |= (sm.bad_page[st0] | sm.bad_page[st1]) != 0;
+      named_barrier_sync(kBarPReady0, 256);
+      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+      rs.m0 = sm.row_max[row0];
+      rs.m1 = sm.row_max[row1];
+      drain();  // S of t1
+      fence_operands(s);
+      rs.l0 *= alpha0;
+      rs.l1 *= alpha1;
+      rescale_rows(o, alpha0, alpha1);
+      issue_pv_ss<T>(sm, st0, 1, o);
+      pending = it;
+      SoftmaxStep st = softmax_step<T>(s, mask, block1 * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      drain();  // this consumer's P0 V0 is done: t0's stage is free and so is the P buffer
+      publish_p(sm, st, c, row0, row1);
+      named_barrier_arrive(kBarPReady1, 256);
+      rs.m0 = st.m0;
+      rs.m1 = st.m1;
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      issue_pv_rs<T>(sm, st1, 1, st.pa, o);
+      pending = it + 1;
+    } else {  // a lone last tile: multiply this half of t0 by P0
+      wait_v_half(sm, st0, 1, par0);
+      bad_page |= sm.bad_page[st0] != 0;
+      named_barrier_sync(kBarPReady0, 256);
+      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+      rs.m0 = sm.row_max[row0];
+      rs.m1 = sm.row_max[row1];
+      rs.l0 *= alpha0;
+      rs.l1 *= alpha1;
+      rescale_rows(o, alpha0, alpha1);
+      issue_pv_ss<T>(sm, st0, 1, o);
+      pending = it;
+    }
+  }
+  if (tiles & 1) --it;  // a lone last tile took one iteration, not two
+  drain();
+}
+
+// ---- the kernel ------------------------------------------------------------------------------
+
+template <typename T, Schedule kSchedule>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
   extern __shared__ uint8_t smem_raw[];
@@ -236,125 +489,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     named_barrier_sync(kBarConsumers, 256);
 
-    // Causal limit of each row: keys < seqlen - s_q + 1 + (row's query token).
-    int limit0 = seg.seqlen, limit1 = seg.seqlen;
-    if (p.causal) {
+    TileMask mask;
+    mask.seqlen = seg.seqlen;
+    mask.limit0 = mask.limit1 = seg.seqlen;
+    if (p.causal) {  // keys < seqlen - s_q + 1 + (row's query token)
       const int grow0 = m_tile * Cfg::kRows + row0, grow1 = m_tile * Cfg::kRows + row1;
-      limit0 = seg.seqlen - p.q_len + 1 + min(grow0 / p.num_heads, p.q_len - 1);
-      limit1 = seg.seqlen - p.q_len + 1 + min(grow1 / p.num_heads, p.q_len - 1);
+      mask.limit0 = seg.seqlen - p.q_len + 1 + min(grow0 / p.num_heads, p.q_len - 1);
+      mask.limit1 = seg.seqlen - p.q_len + 1 + min(grow1 / p.num_heads, p.q_len - 1);
     }
-
-    // The smallest limit of the m-tile (its first row's): tiles before it need no mask.
-    const int tile_min_limit =
+    // The m-tile's smallest limit (its first row's): tiles below it need no mask.
+    mask.tile_min_limit =
         p.causal ? seg.seqlen - p.q_len + 1 + min(m_tile * Cfg::kRows / p.num_heads, p.q_len - 1) : seg.seqlen;
 
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    float m0 = -INFINITY, m1 = -INFINITY;  // running max (raw score units), same in both consumers
-    float l0 = 0.f, l1 = 0.f;              // this consumer's share of the row sums (unreduced over the quad)
+    RowState rs;
     bool bad_page = false;
-
-    // Each consumer releases a stage (one arrival per warp) as soon as its last wgmma on it has
-    // completed, so the producer refills it while the next tile is computed.
-    auto release = [&](uint32_t tile_it) {
-      if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
-    };
-    for (int j = 0; j < tiles; ++j, ++it) {
-      const int block = seg.block_begin + j;
-      const int stage = it % Cfg::kStages;
-      const uint32_t parity = (it / Cfg::kStages) & 1;
-      const bool own = (j & 1) == me;
-      const int first_token = block * Cfg::kTokens;
-      // This consumer's PV of the previous tile is done: release its stage before anything else so
-      // the producer's refill starts as early as possible. (wait_group 1 after the next QK would
-      // release later still, and ptxas cannot pair it with the older group: it serializes.)
-      wgmma_wait<0>();
-      fence_operands(o);
-      if (j > 0) release(it - 1);
-      if (first_token + Cfg::kTokens > seg.seqlen) {
-        wait_v_half(sm, stage, me, parity);
-        zero_v_tail(sm, stage, me, seg.seqlen - first_token, t);
-        fence_proxy_async();
-        named_barrier_sync(kBarConsumer0 + me, 128);
-      }
-
-      if (own) {
-        // ---- owner: S, softmax step, publish P, own PV ----
-        float s[32];
-        issue_qk<T>(sm, stage, parity, s);
-        bad_page |= sm.bad_page[stage] != 0;
-        wgmma_wait<0>();  // S
-        fence_operands(s);
-
-        if (first_token + Cfg::kTokens > tile_min_limit) {  // uniform: only the last tile or two
-#pragma unroll
-          for (int n8 = 0; n8 < 8; ++n8) {
-            const int k = first_token + n8 * 8 + 2 * c;
-            s[4 * n8 + 0] = k >= limit0 ? -INFINITY : s[4 * n8 + 0];
-            s[4 * n8 + 1] = k + 1 >= limit0 ? -INFINITY : s[4 * n8 + 1];
-            s[4 * n8 + 2] = k >= limit1 ? -INFINITY : s[4 * n8 + 2];
-            s[4 * n8 + 3] = k + 1 >= limit1 ? -INFINITY : s[4 * n8 + 3];
-          }
-        }
-        float mx0 = m0, mx1 = m1;
-#pragma unroll
-        for (int n8 = 0; n8 < 8; ++n8) {
-          mx0 = fmaxf(mx0, fmaxf(s[4 * n8 + 0], s[4 * n8 + 1]));
-          mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
-        }
-        mx0 = quad_max(mx0);
-        mx1 = quad_max(mx1);
-        const float alpha0 = mx0 == -INFINITY ? 1.f : exp2f((m0 - mx0) * p.scale_log2);
-        const float alpha1 = mx1 == -INFINITY ? 1.f : exp2f((m1 - mx1) * p.scale_log2);
-        const float base0 = softmax_base(mx0) * p.scale_log2, base1 = softmax_base(mx1) * p.scale_log2;
-        uint32_t pa[4][4];
-        float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-        for (int n8 = 0; n8 < 8; ++n8) {
-          const float e0 = exp2f(fmaf(s[4 * n8 + 0], p.scale_log2, -base0));
-          const float e1 = exp2f(fmaf(s[4 * n8 + 1], p.scale_log2, -base0));
-          const float e2 = exp2f(fmaf(s[4 * n8 + 2], p.scale_log2, -base1));
-          const float e3 = exp2f(fmaf(s[4 * n8 + 3], p.scale_log2, -base1));
-          sum0 += e0 + e1;
-          sum1 += e2 + e3;
-          // wgmma A fragment of k-step n8 / 2: {row g, row g+8} x {tokens 2c.., 2c+8..}
-          pa[n8 / 2][(n8 % 2) * 2 + 0] = pack2<T>(e0, e1);
-          pa[n8 / 2][(n8 % 2) * 2 + 1] = pack2<T>(e2, e3);
-          *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row0, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 0];
-          *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row1, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 1];
-        }
-        if (c == 0) {
-          sm.row_max[row0] = mx0;
-          sm.row_max[row1] = mx1;
-          sm.row_scale[row0] = alpha0;
-          sm.row_scale[row1] = alpha1;
-        }
-        fence_proxy_async();
-        named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
-        m0 = mx0;
-        m1 = mx1;
-        l0 = l0 * alpha0 + sum0;
-        l1 = l1 * alpha1 + sum1;
-        rescale_rows(o, alpha0, alpha1);
-        issue_pv_rs<T>(sm, stage, me, pa, o);
-      } else {
-        // ---- other: wait for the owner's P, rescale, PV from shared memory ----
-        wait_v_half(sm, stage, me, parity);
-        bad_page |= sm.bad_page[stage] != 0;
-        named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
-        const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
-        m0 = sm.row_max[row0];
-        m1 = sm.row_max[row1];
-        l0 *= alpha0;
-        l1 *= alpha1;
-        rescale_rows(o, alpha0, alpha1);
-        issue_pv_ss<T>(sm, stage, me, o);
-      }
+    if constexpr (kSchedule == Schedule::kPairs) {
+      consume_pairs<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
+    } else {
+      consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
     }
-    wgmma_wait<0>();
-    fence_operands(o);
-    if (tiles > 0) release(it - 1);
+    float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
 
     // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
     l0 = quad_sum(l0);
