@@ -14,7 +14,7 @@ for f in "$@"; do
   i=$((i + 1))
   ncu --clock-control none --kernel-name "regex:${KERNEL:-decode_kernel}" --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy ${NCU_EXTRA:-} \
     build-gpu/openmla-bench --grid all --backend "${BACKEND:-sm90}" --filter "$f" --replays 5 --check-samples 0 \
     --json /dev/null >"$out/ncu_$i.txt" 2>&1
   echo "=== $f"; grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Shared Memory|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued|Tensor|L1/TEX Hit|Bank" "$out/ncu_$i.txt" | head -40

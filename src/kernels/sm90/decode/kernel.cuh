@@ -137,10 +137,10 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
   }
 }
 
-// O rows *= alpha (two rows per thread).
-// Unconditional: a branch that is not warpgroup-uniform around accumulator writes makes ptxas
-// serialize every wgmma (warning C7520).
+// O rows *= alpha (two rows per thread); skipped by a warp whose rows kept their max (most tiles once
+// the maxima settle). Warp-uniform is enough: the FMULs sit outside the wgmma fence/wait window.
 __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
+  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
 #pragma unroll
   for (int i = 0; i < 128; i += 4) {
     o[i + 0] *= alpha0;
