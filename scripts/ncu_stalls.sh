@@ -8,7 +8,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"; cd "$root"
 f="$1"; shift
 for s in "${@:-alternating pairs}"; do
   OPENMLA_SM90_SCHEDULE=$s ncu --clock-control none --kernel-name "regex:decode_kernel" --launch-skip 3 --launch-count 1 \
-    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_tensor_op_gmma.*cycles_active.*pct_of_peak_sustained_active,gpu__time_duration.sum,regex:l1tex__data_pipe_lsu_wavefronts_mem_shared.*pct.*" \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed" \
     build-gpu/openmla-bench --grid all --backend sm90 --filter "$f" --replays 5 --check-samples 0 --json /dev/null >"$out/stalls_$s.txt" 2>&1
   echo "=== $s $f"
   grep -E "gpu__time|pct|ratio" "$out/stalls_$s.txt" | awk '$NF+0 > 0.05 || /time|pct/ {print $1, $NF}' | sort -k2 -g -r | head -16
