@@ -38,7 +38,7 @@ tests="build-gpu/tests/openmla_gpu_tests"
 # The suite once per backend: sm90 forced (16-bit caches; FP8 caches are the portable kernel's),
 # then portable forced (everything).
 # The sm90 kernel runs once per schedule (each forced for every shape).
-for backend in ${BACKENDS:-sm90:pairs sm90:alternating portable}; do
+for backend in ${BACKENDS:-sm90:queued sm90:early portable}; do
   filter='*'
   [ "${backend%%:*}" = sm90 ] && filter='-*Fp8*:*Portable*'
   name=${backend/:/_}

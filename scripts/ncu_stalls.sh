@@ -6,7 +6,7 @@ set -uo pipefail
 out="${OUT:-ncu-out}"; mkdir -p "$out"
 root="$(cd "$(dirname "$0")/.." && pwd)"; cd "$root"
 f="$1"; shift
-for s in "${@:-alternating pairs}"; do
+for s in "$@"; do
   OPENMLA_SM90_SCHEDULE=$s ncu --clock-control none --kernel-name "regex:decode_kernel" --launch-skip 3 --launch-count 1 \
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed" \
     build-gpu/openmla-bench --grid all --backend sm90 --filter "$f" --replays 5 --check-samples 0 --json /dev/null >"$out/stalls_$s.txt" 2>&1

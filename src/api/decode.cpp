@@ -56,14 +56,14 @@ Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat 
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
-// sm90 schedule: OPENMLA_SM90_SCHEDULE=pairs|alternating (tests, benchmarks), else by row count:
-// pairs overlap softmax with tensor work (tensor-bound, many rows), alternating keeps loads
-// furthest ahead (memory-bound, few rows). Measured in docs/hopper-kernel.md.
-bool choose_sm90_pairs(int rows) {
+// sm90 schedule: OPENMLA_SM90_SCHEDULE=queued|early (tests, benchmarks), else by row count: queued
+// keeps the tensor cores fed (tensor-bound, many rows), early release keeps loads furthest ahead
+// (memory-bound, few rows). Measured in docs/hopper-kernel.md.
+bool choose_sm90_queued(int rows) {
   if (const char* env = std::getenv("OPENMLA_SM90_SCHEDULE"); env != nullptr && *env != '\0') {
-    if (std::strcmp(env, "pairs") == 0) return true;
-    if (std::strcmp(env, "alternating") == 0) return false;
-    detail::fail_arg("OPENMLA_SM90_SCHEDULE", "pairs or alternating", std::string("'") + env + "'");
+    if (std::strcmp(env, "queued") == 0) return true;
+    if (std::strcmp(env, "early") == 0) return false;
+    detail::fail_arg("OPENMLA_SM90_SCHEDULE", "queued or early", std::string("'") + env + "'");
   }
   return rows > 32;
 }
@@ -143,7 +143,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
 #if defined(OPENMLA_HAS_SM90)
     OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
 #endif
-    sm90_pairs_ = choose_sm90_pairs(rows);
+    sm90_queued_ = choose_sm90_queued(rows);
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
     portable_tile_ = static_cast<int>(tile);
@@ -223,7 +223,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, sm90_pairs_, programmatic_launch_, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, sm90_queued_, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

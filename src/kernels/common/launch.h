@@ -29,10 +29,10 @@ cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile t
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // The sm90a kernels (built when OPENMLA_HAS_SM90; 16-bit caches). prepare: raises the dynamic
-// shared-memory limit. launch: encodes the KV tensor map and runs the decode kernel with the
-// paired-tile schedule (pairs) or the alternating one.
+// shared-memory limit. launch: encodes the KV tensor map and runs the decode kernel, with the
+// queued schedule or the early-release one (kernels/sm90/decode/kernel.cuh).
 cudaError_t prepare_sm90_decode(bool q_is_bf16);
-cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool pairs, bool programmatic,
+cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool queued, bool programmatic,
                                cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.

@@ -246,14 +246,18 @@ __device__ __forceinline__ void zero_tail_if_last(WideSharedStorage& sm, const T
   named_barrier_sync(kBarConsumer0 + me, 128);
 }
 
-enum class Schedule { kAlternating, kPairs };
+// Where the owner of a tile waits for its previous PV (see consume_alternating).
+enum class Schedule {
+  kEarlyRelease,  // before issuing S: the previous stage goes back one QK earlier (loads lead more)
+  kQueued,        // after S: S queues right behind the PV, no tensor bubble (compute-bound shapes)
+};
 
 // Alternating owners, one tile at a time: the owner of tile j (consumer j % 2) computes S, runs the
 // softmax step, publishes P and multiplies its V half from registers; the other consumer waits for
-// P and multiplies its half from shared memory. Softmax is not overlapped with tensor work, but
-// each stage is released one tile after it was filled, so loads run far ahead: the better
-// schedule when memory bandwidth binds (few query rows).
-template <typename T>
+// P and multiplies its half from shared memory. Each consumer releases a stage (one arrival per
+// warp) once its wgmma on it completed. kSchedule picks where the owner waits for its previous PV:
+// before issuing S (the stage is refilled a QK earlier) or after (S queues behind the PV).
+template <typename T, Schedule kSchedule>
 __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
@@ -265,19 +269,24 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
     const int block = seg.block_begin + j;
     const int stage = it % Cfg::kStages;
     const uint32_t parity = (it / Cfg::kStages) & 1;
-    // This consumer's PV of the previous tile is done: release its stage first so that the refill
-    // starts as early as possible.
-    wgmma_wait<0>();
-    fence_operands(o);
-    if (j > 0) release(it - 1);
-    zero_tail_if_last(sm, mask, block, stage, parity, me, t);
-
+    // One if/else on the role: ptxas must see a wgmma wait on every path to an accumulator read,
+    // and two separate branches on `own` would give it an (infeasible) path without one.
     if ((j & 1) == me) {
+      if constexpr (kSchedule == Schedule::kEarlyRelease) {
+        wgmma_wait<0>();  // this consumer's PV of the previous tile
+        fence_operands(o);
+        if (j > 0) release(it - 1);
+      }
+      zero_tail_if_last(sm, mask, block, stage, parity, me, t);
       float s[32];
       issue_qk<T>(sm, stage, parity, s);
       bad_page |= sm.bad_page[stage] != 0;
-      wgmma_wait<0>();
+      wgmma_wait<0>();  // S (and, queued, the previous PV)
       fence_operands(s);
+      if constexpr (kSchedule == Schedule::kQueued) {
+        fence_operands(o);
+        if (j > 0) release(it - 1);
+      }
       SoftmaxStep st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
       named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
@@ -288,6 +297,10 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       rescale_rows(o, st.alpha0, st.alpha1);
       issue_pv_rs<T>(sm, stage, me, st.pa, o);
     } else {
+      wgmma_wait<0>();  // this consumer's PV of the previous tile
+      fence_operands(o);
+      if (j > 0) release(it - 1);
+      zero_tail_if_last(sm, mask, block, stage, parity, me, t);
       wait_v_half(sm, stage, me, parity);
       bad_page |= sm.bad_page[stage] != 0;
       named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
@@ -303,108 +316,6 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
   wgmma_wait<0>();
   fence_operands(o);
   if (tiles > 0) release(it - 1);
-}
-
-// Pairs of tiles (t0, t1) in the two stages. Both consumers compute S at once, consumer 0 on t0 and
-// consumer 1 on t1. Consumer 0 runs the softmax step of t0 and publishes P0; consumer 1 multiplies
-// its V half of t0 by P0 (from shared memory) while it runs the softmax step of t1 (which needs
-// t0's max), then publishes P1; consumer 0 multiplies its half of t1 by P1. Tensor work of one
-// consumer covers the other's softmax; the cost is that a stage lives longer, so the loads have
-// less lead: the better schedule when the tensor cores bind (many query rows).
-template <typename T>
-__device__ __forceinline__ void consume_pairs(WideSharedStorage& sm, float scale_log2, const Segment& seg,
-                                              const TileMask& mask, int tiles, int me, int t, int lane, int c,
-                                              int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                              bool& bad_page) {
-  int pending = -1;  // iteration index of a stage this consumer releases after its next wgmma wait
-  auto drain = [&]() {
-    wgmma_wait<0>();
-    fence_operands(o);
-    if (pending >= 0 && lane == 0) mbarrier_arrive(&sm.empty[pending % Cfg::kStages]);
-    pending = -1;
-  };
-  for (int j = 0; j < tiles; j += 2, it += 2) {
-    const bool has1 = j + 1 < tiles;
-    const int block0 = seg.block_begin + j, block1 = block0 + 1;
-    const int st0 = it % Cfg::kStages, st1 = (it + 1) % Cfg::kStages;
-    const uint32_t par0 = (it / Cfg::kStages) & 1, par1 = ((it + 1) / Cfg::kStages) & 1;
-    drain();  // the previous pair's last PV: its stage goes back to the producer
-    zero_tail_if_last(sm, mask, block0, st0, par0, me, t);
-    if (has1) zero_tail_if_last(sm, mask, block1, st1, par1, me, t);
-
-    if (me == 0) {
-      float s[32];
-      issue_qk<T>(sm, st0, par0, s);
-      bad_page |= sm.bad_page[st0] != 0;
-      wgmma_wait<0>();
-      fence_operands(s);
-      SoftmaxStep st = softmax_step<T>(s, mask, block0 * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
-      publish_p(sm, st, c, row0, row1);  // the P buffer's last reader was this consumer (drained)
-      named_barrier_arrive(kBarPReady0, 256);
-      rs.m0 = st.m0;
-      rs.m1 = st.m1;
-      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
-      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
-      rescale_rows(o, st.alpha0, st.alpha1);
-      issue_pv_rs<T>(sm, st0, 0, st.pa, o);
-      pending = it;
-      drain();  // t0 done here: its stage is refilled while t1 finishes
-      if (has1) {
-        wait_v_half(sm, st1, 0, par1);
-        bad_page |= sm.bad_page[st1] != 0;
-        named_barrier_sync(kBarPReady1, 256);
-        const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
-        rs.m0 = sm.row_max[row0];
-        rs.m1 = sm.row_max[row1];
-        rs.l0 *= alpha0;
-        rs.l1 *= alpha1;
-        rescale_rows(o, alpha0, alpha1);
-        issue_pv_ss<T>(sm, st1, 0, o);
-        pending = it + 1;
-      }
-    } else if (has1) {
-      float s[32];
-      issue_qk<T>(sm, st1, par1, s);
-      wait_v_half(sm, st0, 1, par0);
-      bad_page |= (sm.bad_page[st0] | sm.bad_page[st1]) != 0;
-      named_barrier_sync(kBarPReady0, 256);
-      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
-      rs.m0 = sm.row_max[row0];
-      rs.m1 = sm.row_max[row1];
-      drain();  // S of t1
-      fence_operands(s);
-      rs.l0 *= alpha0;
-      rs.l1 *= alpha1;
-      rescale_rows(o, alpha0, alpha1);
-      issue_pv_ss<T>(sm, st0, 1, o);
-      pending = it;
-      SoftmaxStep st = softmax_step<T>(s, mask, block1 * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
-      drain();  // this consumer's P0 V0 is done: t0's stage is free and so is the P buffer
-      publish_p(sm, st, c, row0, row1);
-      named_barrier_arrive(kBarPReady1, 256);
-      rs.m0 = st.m0;
-      rs.m1 = st.m1;
-      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
-      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
-      rescale_rows(o, st.alpha0, st.alpha1);
-      issue_pv_rs<T>(sm, st1, 1, st.pa, o);
-      pending = it + 1;
-    } else {  // a lone last tile: multiply this half of t0 by P0
-      wait_v_half(sm, st0, 1, par0);
-      bad_page |= sm.bad_page[st0] != 0;
-      named_barrier_sync(kBarPReady0, 256);
-      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
-      rs.m0 = sm.row_max[row0];
-      rs.m1 = sm.row_max[row1];
-      rs.l0 *= alpha0;
-      rs.l1 *= alpha1;
-      rescale_rows(o, alpha0, alpha1);
-      issue_pv_ss<T>(sm, st0, 1, o);
-      pending = it;
-    }
-  }
-  if (tiles & 1) --it;  // a lone last tile took one iteration, not two
-  drain();
 }
 
 // ---- the kernel ------------------------------------------------------------------------------
@@ -506,11 +417,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    if constexpr (kSchedule == Schedule::kPairs) {
-      consume_pairs<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
-    } else {
-      consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
-    }
+    consume_alternating<T, kSchedule>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
+                                      bad_page);
     float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
 
     // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----

@@ -9,7 +9,7 @@ namespace openmla::kernels::sm90 {
 
 template <typename T>
 cudaError_t prepare_wide_decode_kernel() {
-  for (auto kernel : {wide_decode_kernel<T, Schedule::kAlternating>, wide_decode_kernel<T, Schedule::kPairs>}) {
+  for (auto kernel : {wide_decode_kernel<T, Schedule::kEarlyRelease>, wide_decode_kernel<T, Schedule::kQueued>}) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kWideSmemBytes));
     if (e != cudaSuccess) return e;
@@ -18,10 +18,11 @@ cudaError_t prepare_wide_decode_kernel() {
 }
 
 template <typename T>
-cudaError_t run_wide_decode(const DecodeParams& p, const void* kv_map, bool pairs, bool programmatic,
+cudaError_t run_wide_decode(const DecodeParams& p, const void* kv_map, bool queued, bool programmatic,
                             cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
-  const auto kernel = pairs ? wide_decode_kernel<T, Schedule::kPairs> : wide_decode_kernel<T, Schedule::kAlternating>;
+  const auto kernel =
+      queued ? wide_decode_kernel<T, Schedule::kQueued> : wide_decode_kernel<T, Schedule::kEarlyRelease>;
   return launch_kernel(kernel, grid, WideConfig::kThreads, kWideSmemBytes, stream, programmatic, p,
                        *static_cast<const CUtensorMap*>(kv_map));
 }
