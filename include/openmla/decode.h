@@ -98,7 +98,6 @@ class DecodePlan {
   int num_parts_ = 0;
   int m_tiles_ = 0;
   int portable_tile_ = 0;
-  bool sm90_queued_ = false;  // sm90 schedule: queued (else early release)
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
 };

@@ -56,18 +56,6 @@ Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat 
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
-// sm90 schedule: OPENMLA_SM90_SCHEDULE=queued|early (tests, benchmarks), else by row count: queued
-// keeps the tensor cores fed (tensor-bound, many rows), early release keeps loads furthest ahead
-// (memory-bound, few rows). Measured in docs/hopper-kernel.md.
-bool choose_sm90_queued(int rows) {
-  if (const char* env = std::getenv("OPENMLA_SM90_SCHEDULE"); env != nullptr && *env != '\0') {
-    if (std::strcmp(env, "queued") == 0) return true;
-    if (std::strcmp(env, "early") == 0) return false;
-    detail::fail_arg("OPENMLA_SM90_SCHEDULE", "queued or early", std::string("'") + env + "'");
-  }
-  return rows > 32;
-}
-
 // Portable tile: forced by the option or OPENMLA_PORTABLE_TILE (tests, benchmarks), else chosen
 // from the row count and the device's shared memory.
 detail::PortableTile choose_tile(const DecodeShape& shape, const DecodeOptions& options, const cudaDeviceProp& prop) {
@@ -143,7 +131,6 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
 #if defined(OPENMLA_HAS_SM90)
     OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
 #endif
-    sm90_queued_ = choose_sm90_queued(rows);
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
     portable_tile_ = static_cast<int>(tile);
@@ -168,8 +155,10 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
                                                  num_parts_);
+  const int min_units =
+      backend_ == Backend::kSm90 ? kernels::kSm90MinUnitsPerPart : kernels::kMinUnitsPerPart;
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
-                                          num_parts_, static_cast<kernels::SplitPart*>(ws.parts),
+                                          num_parts_, min_units, static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
 }
 
@@ -223,7 +212,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, sm90_queued_, programmatic_launch_, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

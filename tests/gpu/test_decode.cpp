@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -465,6 +466,45 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
     EXPECT_EQ(e.status(), Status::kWorkspaceTooSmall);
     EXPECT_NE(std::string(e.what()).find("workspace_bytes"), std::string::npos) << e.what();
   }
+}
+
+// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for 16-bit caches and
+// the portable kernel otherwise; a forced backend that cannot run is an error naming the reason.
+TEST(Decode, BackendResolution) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  const bool hopper = prop.major == 9 && prop.minor == 0;
+  // The suite may run under OPENMLA_BACKEND (gpu_check.sh forces each backend); kAuto reads it.
+  const char* env = std::getenv("OPENMLA_BACKEND");
+  const std::string saved = env ? env : "";
+  unsetenv("OPENMLA_BACKEND");
+  DecodeShape bf16;
+  bf16.batch_size = 2;
+  bf16.num_heads = 16;
+  DecodeShape fp8 = bf16;
+  fp8.kv_format = KVFormat::kFP8DsMla;
+  EXPECT_EQ(DecodePlan(bf16, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
+  EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), Backend::kPortable);
+  DecodeOptions portable;
+  portable.backend = Backend::kPortable;
+  EXPECT_EQ(DecodePlan(bf16, portable, device).backend(), Backend::kPortable);
+  DecodeOptions sm90;
+  sm90.backend = Backend::kSm90;
+  try {
+    DecodePlan plan(fp8, sm90, device);
+    ADD_FAILURE() << "expected openmla::Error for an FP8 cache on the sm90 kernel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("fp8_ds_mla"), std::string::npos) << e.what();
+  }
+  if (hopper) {
+    EXPECT_EQ(DecodePlan(bf16, sm90, device).backend(), Backend::kSm90);
+  } else {
+    EXPECT_THROW(DecodePlan(bf16, sm90, device), Error);
+  }
+  if (!saved.empty()) setenv("OPENMLA_BACKEND", saved.c_str(), 1);
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 
 namespace openmla::kernels {
 
-// Split-KV schedule from device seqlens (one CTA; graph-capturable).
-cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, SplitPart* parts,
+// Split-KV schedule from device seqlens (one CTA; graph-capturable). A part gets at least
+// min_units_per_part units (schedule.h).
+cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part, SplitPart* parts,
                         RequestSplit* splits, cudaStream_t stream);
 
 // Merges partial results of split requests into out / lse.
@@ -29,10 +30,9 @@ cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile t
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // The sm90a kernels (built when OPENMLA_HAS_SM90; 16-bit caches). prepare: raises the dynamic
-// shared-memory limit. launch: encodes the KV tensor map and runs the decode kernel, with the
-// queued schedule or the early-release one (kernels/sm90/decode/kernel.cuh).
+// shared-memory limit. launch: encodes the KV tensor map and runs the decode kernel.
 cudaError_t prepare_sm90_decode(bool q_is_bf16);
-cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool queued, bool programmatic,
+cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic,
                                cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.

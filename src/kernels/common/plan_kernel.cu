@@ -12,7 +12,8 @@ namespace {
 constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ seqlens, int batch,
-                                                        int num_parts, SplitPart* __restrict__ parts,
+                                                        int num_parts, int min_units_per_part,
+                                                        SplitPart* __restrict__ parts,
                                                         RequestSplit* __restrict__ splits) {
   using Scan = cub::BlockScan<long long, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
     Scan(scan_storage).ExclusiveSum(my_total, excl, total);
   }
   __syncthreads();
-  const long long per_part = max((total + num_parts - 1) / num_parts, static_cast<long long>(kMinUnitsPerPart));
+  const long long per_part = max((total + num_parts - 1) / num_parts, static_cast<long long>(min_units_per_part));
 
   // Pass 2: each request finds the parts its units fall in (unit k of request r sits at position
   // start_r + overhead + k; part = position / per_part).
@@ -92,9 +93,9 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
 
 }  // namespace
 
-cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, SplitPart* parts,
+cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part, SplitPart* parts,
                         RequestSplit* splits, cudaStream_t stream) {
-  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, parts, splits);
+  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, parts, splits);
   return cudaGetLastError();
 }
 

@@ -23,7 +23,10 @@ inline constexpr int kRequestOverheadUnits = 1;
 // A part gets at least this many units: below it, a split's fixed costs (Q load, pipeline fill,
 // partial write and its combine read: a 16-row partial is 32 KB against 72 KB per KV block) cost
 // more than the parallelism gains. Short batches then leave parts empty instead of splitting thin.
+// The portable kernel's value; the sm90 kernel's tiles take longer one after another (the softmax
+// step sits between two wgmma chains), so a short request is split thinner there.
 inline constexpr int kMinUnitsPerPart = 4;
+inline constexpr int kSm90MinUnitsPerPart = 2;
 inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tables are far smaller
 
 struct SplitPart {

@@ -246,18 +246,15 @@ __device__ __forceinline__ void zero_tail_if_last(WideSharedStorage& sm, const T
   named_barrier_sync(kBarConsumer0 + me, 128);
 }
 
-// Where the owner of a tile waits for its previous PV (see consume_alternating).
-enum class Schedule {
-  kEarlyRelease,  // before issuing S: the previous stage goes back one QK earlier (loads lead more)
-  kQueued,        // after S: S queues right behind the PV, no tensor bubble (compute-bound shapes)
-};
+
 
 // Alternating owners, one tile at a time: the owner of tile j (consumer j % 2) computes S, runs the
 // softmax step, publishes P and multiplies its V half from registers; the other consumer waits for
-// P and multiplies its half from shared memory. Each consumer releases a stage (one arrival per
-// warp) once its wgmma on it completed. kSchedule picks where the owner waits for its previous PV:
-// before issuing S (the stage is refilled a QK earlier) or after (S queues behind the PV).
-template <typename T, Schedule kSchedule>
+// P and multiplies its half from shared memory. Each consumer waits for its previous PV before
+// anything else in a tile and then releases that stage (one arrival per warp), so the producer
+// refills it while the tile is computed. (Measured alternatives, docs/hopper-kernel.md: letting S
+// queue behind the previous PV, and FlashMLA-style pairs of tiles; neither was faster.)
+template <typename T>
 __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
@@ -272,21 +269,15 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
     // One if/else on the role: ptxas must see a wgmma wait on every path to an accumulator read,
     // and two separate branches on `own` would give it an (infeasible) path without one.
     if ((j & 1) == me) {
-      if constexpr (kSchedule == Schedule::kEarlyRelease) {
-        wgmma_wait<0>();  // this consumer's PV of the previous tile
-        fence_operands(o);
-        if (j > 0) release(it - 1);
-      }
+      wgmma_wait<0>();  // this consumer's PV of the previous tile
+      fence_operands(o);
+      if (j > 0) release(it - 1);
       zero_tail_if_last(sm, mask, block, stage, parity, me, t);
       float s[32];
       issue_qk<T>(sm, stage, parity, s);
       bad_page |= sm.bad_page[stage] != 0;
-      wgmma_wait<0>();  // S (and, queued, the previous PV)
+      wgmma_wait<0>();  // S
       fence_operands(s);
-      if constexpr (kSchedule == Schedule::kQueued) {
-        fence_operands(o);
-        if (j > 0) release(it - 1);
-      }
       SoftmaxStep st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
       named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
@@ -320,7 +311,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-template <typename T, Schedule kSchedule>
+template <typename T>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
   extern __shared__ uint8_t smem_raw[];
@@ -417,8 +408,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    consume_alternating<T, kSchedule>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
-                                      bad_page);
+    consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
     float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
 
     // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
