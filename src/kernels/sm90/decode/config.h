@@ -33,7 +33,7 @@ struct WideConfig {
 // Named barrier ids (0 is __syncthreads).
 enum NamedBarrier : int {
   kBarConsumers = 1,  // both consumer warpgroups (256 threads)
-  kBarPReady0 = 2,    // consumer 0 published P of its tile; consumer 1 waits (256)
+  kBarPReady0 = 2,    // consumer 0 published P of its tile to consumer 1 (256)
   kBarPReady1 = 3,    // and the other way round
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
 };

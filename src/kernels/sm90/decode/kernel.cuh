@@ -280,7 +280,10 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       fence_operands(s);
       SoftmaxStep st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
-      named_barrier_arrive(me == 0 ? kBarPReady0 : kBarPReady1, 256);
+      // A full barrier, not arrive/sync: the other consumer is already waiting (its part of the
+      // tile needs only its previous PV), and both sides meeting orders the row arrays' write after
+      // read for compute-sanitizer's racecheck as well as for the hardware.
+      named_barrier_sync(me == 0 ? kBarPReady0 : kBarPReady1, 256);
       rs.m0 = st.m0;
       rs.m1 = st.m1;
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
