@@ -33,8 +33,7 @@ struct WideConfig {
 // Named barrier ids (0 is __syncthreads).
 enum NamedBarrier : int {
   kBarConsumers = 1,  // both consumer warpgroups (256 threads)
-  kBarPReady0 = 2,    // consumer 0 published P of its tile to consumer 1 (256)
-  kBarPReady1 = 3,    // and the other way round
+  kBarPReady = 2,     // the owner of a tile published P, its row max and alpha (256)
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
 };
 
@@ -48,7 +47,6 @@ struct alignas(1024) WideSharedStorage {
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box landed (or a bad page was skipped)
   uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
-  int bad_page[WideConfig::kStages];    // the stage's page id was out of range
 };
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack

@@ -258,7 +258,7 @@ template <typename T>
 __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                                    bool& bad_page) {
+                                                    const int* page_ids, int num_pages, bool& bad_page) {
   auto release = [&](uint32_t tile_it) {
     if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
   };
@@ -266,24 +266,33 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
     const int block = seg.block_begin + j;
     const int stage = it % Cfg::kStages;
     const uint32_t parity = (it / Cfg::kStages) & 1;
-    // One if/else on the role: ptxas must see a wgmma wait on every path to an accumulator read,
-    // and two separate branches on `own` would give it an (infeasible) path without one.
-    if ((j & 1) == me) {
-      wgmma_wait<0>();  // this consumer's PV of the previous tile
-      fence_operands(o);
-      if (j > 0) release(it - 1);
-      zero_tail_if_last(sm, mask, block, stage, parity, me, t);
+    const bool own = (j & 1) == me;
+    // This consumer's PV of the previous tile is done: its stage goes back to the producer first.
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (j > 0) release(it - 1);
+    // The producer never uses a bad id as a coordinate (the stage keeps stale data); each consumer
+    // checks the id itself to poison the segment.
+    const int page = page_ids[block];
+    bad_page |= page < 0 || page >= num_pages;
+    zero_tail_if_last(sm, mask, block, stage, parity, me, t);
+
+    SoftmaxStep st;
+    if (own) {
       float s[32];
       issue_qk<T>(sm, stage, parity, s);
-      bad_page |= sm.bad_page[stage] != 0;
-      wgmma_wait<0>();  // S
+      wgmma_wait<0>();
       fence_operands(s);
-      SoftmaxStep st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
-      // A full barrier, not arrive/sync: the other consumer is already waiting (its part of the
-      // tile needs only its previous PV), and both sides meeting orders the row arrays' write after
-      // read for compute-sanitizer's racecheck as well as for the hardware.
-      named_barrier_sync(me == 0 ? kBarPReady0 : kBarPReady1, 256);
+    } else {
+      wait_v_half(sm, stage, me, parity);
+    }
+    // P handoff: both consumers meet at this one barrier instruction (a bar.arrive/bar.sync pair
+    // would let the owner run ahead, but compute-sanitizer can then not order the row arrays'
+    // reuse; the other consumer is waiting here anyway).
+    named_barrier_sync(kBarPReady, 256);
+    if (own) {
       rs.m0 = st.m0;
       rs.m1 = st.m1;
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
@@ -291,13 +300,6 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       rescale_rows(o, st.alpha0, st.alpha1);
       issue_pv_rs<T>(sm, stage, me, st.pa, o);
     } else {
-      wgmma_wait<0>();  // this consumer's PV of the previous tile
-      fence_operands(o);
-      if (j > 0) release(it - 1);
-      zero_tail_if_last(sm, mask, block, stage, parity, me, t);
-      wait_v_half(sm, stage, me, parity);
-      bad_page |= sm.bad_page[stage] != 0;
-      named_barrier_sync(me == 0 ? kBarPReady1 : kBarPReady0, 256);
       const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
       rs.m0 = sm.row_max[row0];
       rs.m1 = sm.row_max[row1];
@@ -355,7 +357,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
         if (page >= 0 && page < p.num_pages) {
-          sm.bad_page[stage] = 0;
 #pragma unroll
           for (int box = 0; box < Cfg::kBoxes; ++box) {
             mbarrier_arrive_expect_tx(&sm.full[stage][box], Cfg::kBoxBytes);
@@ -363,7 +364,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                         &sm.full[stage][box], policy);
           }
         } else {
-          sm.bad_page[stage] = 1;  // never a coordinate: the stage keeps stale data, the rows go NaN
+          // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
           atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
           for (int box = 0; box < Cfg::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
         }
@@ -411,7 +412,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs, bad_page);
+    consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
+                           p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
 
     // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
