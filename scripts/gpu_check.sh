@@ -69,7 +69,7 @@ fi
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   common='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16'
   if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ]; then
-    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq64_causal_bf16"
+    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16"
   else
     subset="$common:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:WriteKV.PaddedPagesAlignedRows"
   fi
