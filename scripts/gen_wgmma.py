@@ -8,18 +8,16 @@ import pathlib
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "src/kernels/sm90/common/wgmma_ops.cuh"
 
-# (name, n, a_from_registers, transpose_a, transpose_b)
+# (name, n, a_from_registers, transpose_b)
 OPS = [
-    ("m64n64k16_ss", 64, False, 0, 0),        # wide S = Q K^T: both operands K-major
-    ("m64n256k16_ss_tb", 256, False, 0, 1),   # wide O += P V: P K-major in shared memory, V MN-major
-    ("m64n256k16_rs_tb", 256, True, 0, 1),    # wide O += P V: P in registers, V MN-major
-    ("m64n16k16_ss", 16, False, 0, 0),        # narrow S^T = K Q^T: both operands K-major
-    ("m64n16k16_ss_ta", 16, False, 1, 0),     # narrow O^T += V^T P^T: V^T MN-major, P^T K-major
+    ("m64n64k16_ss", 64, False, 0),        # S = Q K^T: both operands K-major
+    ("m64n256k16_ss_tb", 256, False, 1),   # O += P V: P K-major in shared memory, V MN-major
+    ("m64n256k16_rs_tb", 256, True, 1),    # O += P V: P in registers, V MN-major
 ]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 
-def op(name, n, rs, ta, tb, ptype, ctype):
+def op(name, n, rs, tb, ptype, ctype):
     nacc = n // 2
     regs = ",".join(f"%{i}" for i in range(nacc))
     if rs:
@@ -33,7 +31,7 @@ def op(name, n, rs, ta, tb, ptype, ctype):
         a = f"%{nacc}"
         b = f"%{nacc + 1}"
         scale = f"%{nacc + 2}"
-        tail = f"p, 1, 1, {ta}, {tb}"
+        tail = f"p, 1, 1, 0, {tb}"
         inputs = '"l"(desc_a), "l"(desc_b), "r"(int(accumulate))'
         params = "uint64_t desc_a, uint64_t desc_b"
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
@@ -57,11 +55,11 @@ def main():
         "#pragma once\n\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n#include <cstdint>\n\n"
         "namespace openmla::kernels::sm90 {\n"
     ]
-    for name, n, rs, ta, tb in OPS:
+    for name, n, rs, tb in OPS:
         params = "const uint32_t (&a)[4], uint64_t desc_b" if rs else "uint64_t desc_a, uint64_t desc_b"
         parts.append(f"\ntemplate <typename T>\n__device__ void wgmma_{name}(float (&d)[{n // 2}], {params}, bool accumulate);\n")
         for ptype, ctype in TYPES:
-            parts.append(op(name, n, rs, ta, tb, ptype, ctype))
+            parts.append(op(name, n, rs, tb, ptype, ctype))
     parts.append("\n}  // namespace openmla::kernels::sm90\n")
     OUT.write_text("".join(parts))
 

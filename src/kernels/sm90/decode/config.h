@@ -44,9 +44,7 @@ struct alignas(1024) WideSharedStorage {
   uint8_t p[WideConfig::kRows * WideConfig::kTokens * 2];  // P of the current tile, K-major SW128
   float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
-  // Each consumer's l at segment end. The narrow schedule (<= 16 rows) uses the same 128 floats as
-  // [consumer][warp][row]: the owner's per-warp row maxima during a tile, per-warp l at the end.
-  float row_sum[WideConfig::kConsumers][WideConfig::kRows];
+  float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box landed (or a bad page was skipped)
   uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
 };

@@ -60,14 +60,14 @@ __device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 1
 
 // ---- tile steps ------------------------------------------------------------------------------
 
-// kQRows Q rows of this m-tile into the 9 swizzled boxes (rows past s_q * h_q are zero). 256 threads.
-template <typename T, int kQRows>
+// Q rows of this m-tile into the 9 swizzled boxes (rows past s_q * h_q are zero). 256 threads.
+template <typename T>
 __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_tile, WideSharedStorage& sm, int tid) {
   const char* q = static_cast<const char*>(p.q);
   constexpr int kChunksPerRow = kHeadDimQK * 2 / 16;  // 72
-  for (int i = tid; i < kQRows * kChunksPerRow; i += 256) {
+  for (int i = tid; i < Cfg::kRows * kChunksPerRow; i += 256) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-    const int row = m_tile * kQRows + r;
+    const int row = m_tile * Cfg::kRows + r;
     const bool valid = row < p.rows;
     const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
     const char* src = q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2 + c * 16;
@@ -316,11 +316,38 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-// The producer: one thread walks the part's segments like the consumers do and, per 64-token page,
-// reads and range-checks the page id, waits for the stage to be free and issues the 9 TMA boxes.
-__device__ __forceinline__ void produce_kv(const DecodeParams& p, const SplitPart& part, int part_idx,
-                                           WideSharedStorage& sm, const CUtensorMap* map) {
-    prefetch_tensor_map(map);
+template <typename T>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    wide_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
+  extern __shared__ uint8_t smem_raw[];
+  WideSharedStorage& sm =
+      *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  // Broadcast from lane 0 so that the compiler knows the role is uniform across the warp: wgmma
+  // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      for (int b = 0; b < Cfg::kBoxes; ++b) mbarrier_init(&sm.full[s][b], 1);
+      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  // The schedule comes from the planner and the partial buffers may still be read by the previous
+  // call's combine kernel.
+  wait_for_preceding_grids();
+  const int m_tile = blockIdx.x;
+  const int part_idx = blockIdx.y;
+  const SplitPart part = p.parts[part_idx];
+  if (part.begin_req > part.end_req) return;
+
+  if (warpgroup == 0) {
+    // ---------------- producer ----------------
+    warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (threadIdx.x != 0) return;
+    prefetch_tensor_map(&kv_map);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -333,7 +360,7 @@ __device__ __forceinline__ void produce_kv(const DecodeParams& p, const SplitPar
 #pragma unroll
           for (int box = 0; box < Cfg::kBoxes; ++box) {
             mbarrier_arrive_expect_tx(&sm.full[stage][box], Cfg::kBoxBytes);
-            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, map, box * Cfg::kBoxDims, 0, page,
+            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, &kv_map, box * Cfg::kBoxDims, 0, page,
                         &sm.full[stage][box], policy);
           }
         } else {
@@ -343,12 +370,11 @@ __device__ __forceinline__ void produce_kv(const DecodeParams& p, const SplitPar
         }
       }
     }
-}
+    return;
+  }
 
-// Wide consumers: 64 query rows, O split by columns over the two consumer warpgroups.
-template <typename T>
-__device__ __forceinline__ void consume_wide(const DecodeParams& p, const SplitPart& part, int part_idx, int m_tile,
-                                             WideSharedStorage& sm, int warpgroup) {
+  // ---------------- consumers ----------------
+  warpgroup_reg_alloc<Cfg::kConsumerRegs>();
   const int me = warpgroup - 1;                       // consumer index = O column half
   const int tid = threadIdx.x - 128;                  // 0..255 over both consumers
   const int t = tid % 128, warp = t / 32, lane = t % 32;
@@ -363,7 +389,7 @@ __device__ __forceinline__ void consume_wide(const DecodeParams& p, const SplitP
     // Previous segment's readers of Q, P and the row arrays are done.
     named_barrier_sync(kBarConsumers, 256);
     if (tiles > 0) {
-      load_q<T, Cfg::kRows>(p, req, m_tile, sm, tid);
+      load_q<T>(p, req, m_tile, sm, tid);
       cp_async_wait<0>();
       fence_proxy_async();
     }
@@ -436,310 +462,6 @@ __device__ __forceinline__ void consume_wide(const DecodeParams& p, const SplitP
         }
       }
     }
-  }
-}
-
-// ---- the narrow schedule: at most 16 query rows ----------------------------------------------
-//
-// With h_q * s_q <= 16 a 64-row wgmma would be three-quarters padding. The narrow consumers swap the
-// operands so that the 64 KV tokens of a tile are the MMA's M side and the query rows its N = 16:
-//   S^T[64 tokens x 16 rows] = K Q^T       36 x m64n16k16 (A = the K tile, B = Q rows 0..15)
-//   O^T[512 dims x 16 rows] += V^T P^T     per consumer 4 boxes x 4 k-steps of m64n16k16 (A = the
-//                                          MN-major view of one 64-dim box, B = P^T = P[row][token])
-// The tile's owner (alternating, as in the wide schedule) reduces the row maxima across its four
-// warps through shared memory and publishes P, the maxima and alpha; both consumers then multiply
-// their half of V with P from shared memory. Tensor work per tile is a quarter of the wide
-// schedule's, so the tiles follow one another at the pace of the loads.
-inline constexpr int kNarrowRows = 16;
-
-// [consumer][warp][row] reduction space of the narrow schedule (aliases row_sum, see config.h).
-__device__ __forceinline__ float (*narrow_red(WideSharedStorage& sm))[4][kNarrowRows] {
-  return reinterpret_cast<float (*)[4][kNarrowRows]>(&sm.row_sum[0][0]);
-}
-
-// O^T += V^T P^T for one V box (64 dims): A = V^T, MN-major (the box's rows are tokens = K, its 64
-// dims are contiguous = M); k-step kk covers tokens 16 kk..+16.
-__device__ __forceinline__ uint64_t vt_desc(const WideSharedStorage& sm, int stage, int box, int kk) {
-  return sw128_desc(smem_u32(sm.kv[stage]) + box * Cfg::kBoxBytes + kk * 16 * 128, Cfg::kBoxBytes, 1024);
-}
-
-template <typename T>
-__device__ __forceinline__ void issue_st(WideSharedStorage& sm, int stage, uint32_t parity, float (&s)[8]) {
-#pragma unroll
-  for (int box = 0; box < Cfg::kBoxes; ++box) mbarrier_wait(&sm.full[stage][box], parity);
-  fence_operands(s);
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < kHeadDimQK / 16; ++ks) wgmma_m64n16k16_ss<T>(s, k_desc(sm, stage, ks), q_desc(sm, ks), ks > 0);
-  wgmma_commit();
-  fence_operands(s);
-}
-
-__device__ __forceinline__ void fence_narrow_o(float (&o)[Cfg::kHalfBoxes][8]) {
-#pragma unroll
-  for (int b = 0; b < Cfg::kHalfBoxes; ++b) fence_operands(o[b]);
-}
-
-// P^T = P[row][token] of 16 rows (2 KB) in one of two slots of the P buffer: both consumers read P
-// in their PV, so the next tile's owner writes the other slot.
-__device__ __forceinline__ uint8_t* narrow_p(WideSharedStorage& sm, int slot) { return sm.p + slot * 2048; }
-__device__ __forceinline__ uint64_t narrow_p_desc(const WideSharedStorage& sm, int slot, int kk) {
-  return sw128_desc(smem_u32(sm.p) + slot * 2048 + kk * 32, 16, 1024);
-}
-
-template <typename T>
-__device__ __forceinline__ void issue_pv_narrow(const WideSharedStorage& sm, int stage, int half, int slot,
-                                                float (&o)[Cfg::kHalfBoxes][8]) {
-  fence_narrow_o(o);
-  wgmma_fence();
-#pragma unroll
-  for (int b = 0; b < Cfg::kHalfBoxes; ++b)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n16k16_ss_ta<T>(o[b], vt_desc(sm, stage, half * Cfg::kHalfBoxes + b, kk), narrow_p_desc(sm, slot, kk),
-                               true);
-  wgmma_commit();
-  fence_narrow_o(o);
-}
-
-// Element i of an m64n16 accumulator: token (M) 16 w + g + 8 ((i >> 1) & 1), query row (N) given
-// by narrow_row_slot(i) into the thread's four rows {2c, 2c+1, 8+2c, 9+2c}.
-__device__ __forceinline__ constexpr int narrow_row_slot(int i) { return (i & 1) + 2 * (i >> 2); }
-__device__ __forceinline__ int narrow_row(int slot, int c) { return (slot & 1) + 2 * c + 8 * (slot >> 1); }
-
-// O^T columns (query rows) *= alpha of the row.
-__device__ __forceinline__ void rescale_narrow(float (&o)[Cfg::kHalfBoxes][8], const float (&alpha)[4]) {
-  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f || alpha[2] != 1.f || alpha[3] != 1.f)) return;
-#pragma unroll
-  for (int b = 0; b < Cfg::kHalfBoxes; ++b)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[b][i] *= alpha[narrow_row_slot(i)];
-}
-
-template <typename T>
-__device__ __forceinline__ void consume_narrow(const DecodeParams& p, const SplitPart& part, int part_idx,
-                                               WideSharedStorage& sm, int warpgroup) {
-  const int me = warpgroup - 1;       // consumer index = V half (256 dims)
-  const int tid = threadIdx.x - 128;  // 0..255 over both consumers
-  const int t = tid % 128, warp = t / 32, lane = t % 32;
-  const int g = lane / 4, c = lane % 4;
-  uint32_t it = 0;
-  auto release = [&](uint32_t tile_it) {
-    if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
-  };
-
-  for (int req = part.begin_req; req <= part.end_req; ++req) {
-    const Segment seg = make_segment(p, part, part_idx, req);
-    const int tiles = seg.block_end - seg.block_begin;
-
-    named_barrier_sync(kBarConsumers, 256);  // the previous segment's readers of Q, P and the rows
-    if (tiles > 0) {
-      load_q<T, kNarrowRows>(p, req, 0, sm, tid);
-      cp_async_wait<0>();
-      fence_proxy_async();
-    }
-    named_barrier_sync(kBarConsumers, 256);
-
-    // Keys a row may see: < seqlen, and causal rows (query token qi) < seqlen - s_q + 1 + qi.
-    int limit[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int row = narrow_row(q, c);
-      limit[q] = p.causal ? seg.seqlen - p.q_len + 1 + min(row / p.num_heads, p.q_len - 1) : seg.seqlen;
-    }
-    const int tile_min_limit = p.causal ? seg.seqlen - p.q_len + 1 : seg.seqlen;
-    TileMask tail;  // only seqlen is used, for the V tail
-    tail.seqlen = seg.seqlen;
-
-    float o[Cfg::kHalfBoxes][8];
-#pragma unroll
-    for (int b = 0; b < Cfg::kHalfBoxes; ++b)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) o[b][i] = 0.f;
-    float m[4], l[4];  // running max (same in every thread of the row) and this thread's share of l
-#pragma unroll
-    for (int q = 0; q < 4; ++q) m[q] = -INFINITY, l[q] = 0.f;
-    bool bad_page = false;
-    const int* page_ids = p.block_table + req * p.block_table_stride;
-
-    for (int j = 0; j < tiles; ++j, ++it) {
-      const int block = seg.block_begin + j;
-      const int stage = it % Cfg::kStages;
-      const uint32_t parity = (it / Cfg::kStages) & 1;
-      const bool own = (j & 1) == me;
-      wgmma_wait<0>();  // this consumer's PV of the previous tile
-      fence_narrow_o(o);
-      if (j > 0) release(it - 1);
-      const int page = page_ids[block];
-      bad_page |= page < 0 || page >= p.num_pages;
-      zero_tail_if_last(sm, tail, block, stage, parity, me, t);
-
-      float alpha[4];
-      if (own) {
-        float s[8];
-        issue_st<T>(sm, stage, parity, s);
-        wgmma_wait<0>();
-        fence_operands(s);
-        const int first_token = block * Cfg::kTokens;
-        if (first_token + Cfg::kTokens > tile_min_limit) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const int token = first_token + 16 * warp + g + 8 * ((i >> 1) & 1);
-            s[i] = token >= limit[narrow_row_slot(i)] ? -INFINITY : s[i];
-          }
-        }
-        // Row maxima: the thread's two tokens, the warp's 16 (lanes g), then the four warps.
-        float mx[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) mx[q] = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) mx[narrow_row_slot(i)] = fmaxf(mx[narrow_row_slot(i)], s[i]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 4));
-          mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 8));
-          mx[q] = fmaxf(mx[q], __shfl_xor_sync(0xffffffffu, mx[q], 16));
-          if (g == 0) narrow_red(sm)[me][warp][narrow_row(q, c)] = mx[q];
-        }
-        named_barrier_sync(kBarConsumer0 + me, 128);
-        float base[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int row = narrow_row(q, c);
-          float mnew = m[q];
-#pragma unroll
-          for (int w = 0; w < 4; ++w) mnew = fmaxf(mnew, narrow_red(sm)[me][w][row]);
-          alpha[q] = mnew == -INFINITY ? 1.f : exp2f((m[q] - mnew) * p.scale_log2);
-          base[q] = softmax_base(mnew) * p.scale_log2;
-          m[q] = mnew;
-        }
-        float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int q = narrow_row_slot(i);
-          const float e = exp2f(fmaf(s[i], p.scale_log2, -base[q]));
-          sum[q] += e;
-          const int token = 16 * warp + g + 8 * ((i >> 1) & 1);  // within the tile
-          const T v = static_cast<T>(e);
-          *reinterpret_cast<T*>(narrow_p(sm, j & 1) + sw128_offset(narrow_row(q, c), token / 8) + (token % 8) * 2) = v;
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) l[q] = l[q] * alpha[q] + sum[q];
-        if (warp == 0 && g == 0) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            sm.row_max[narrow_row(q, c)] = m[q];
-            sm.row_scale[narrow_row(q, c)] = alpha[q];
-          }
-        }
-        fence_proxy_async();  // P is read by both consumers' wgmma
-      } else {
-        wait_v_half(sm, stage, me, parity);
-      }
-      named_barrier_sync(kBarPReady, 256);  // P, maxima and alpha of the tile are published
-      if (!own) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          alpha[q] = sm.row_scale[narrow_row(q, c)];
-          m[q] = sm.row_max[narrow_row(q, c)];
-          l[q] *= alpha[q];
-        }
-      }
-      rescale_narrow(o, alpha);
-      // Both consumers read P here. Slot j & 1 is written again by tile j + 2's owner only after it
-      // passed tile j + 1's barrier, which the other consumer reaches after draining this PV.
-      issue_pv_narrow<T>(sm, stage, me, j & 1, o);
-    }
-    wgmma_wait<0>();
-    fence_narrow_o(o);
-    if (tiles > 0) release(it - 1);
-
-    // ---- epilogue: l over lanes, warps and both consumers; write O^T rows ----
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      l[q] += __shfl_xor_sync(0xffffffffu, l[q], 4);
-      l[q] += __shfl_xor_sync(0xffffffffu, l[q], 8);
-      l[q] += __shfl_xor_sync(0xffffffffu, l[q], 16);
-      if (g == 0) narrow_red(sm)[me][warp][narrow_row(q, c)] = l[q];
-    }
-    named_barrier_sync(kBarConsumers, 256);
-    const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
-    if (seg.errors && tid == 0) atomicOr(p.error_word, seg.errors);
-    const bool poison = errors != 0;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int row = narrow_row(q, c);
-      if (row >= p.rows) continue;
-      float lt = 0.f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int w = 0; w < 4; ++w) lt += narrow_red(sm)[h][w][row];
-      const float inv = poison ? NAN : (lt > 0.f ? p.out_scale / lt : 0.f);
-      const int qi = row / p.num_heads, head = row % p.num_heads;
-#pragma unroll
-      for (int b = 0; b < Cfg::kHalfBoxes; ++b)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          if (narrow_row_slot(i) != q) continue;
-          const int dim = me * Cfg::kHalfCols + b * Cfg::kBoxDims + 16 * warp + g + 8 * ((i >> 1) & 1);
-          if (seg.write_final) {
-            T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
-            out[dim] = static_cast<T>(o[b][i] * inv);
-          } else {
-            p.o_partial[(static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + dim] = o[b][i] * inv;
-          }
-        }
-      if (me == 0 && warp == 0 && g == 0) {
-        const float lse = poison ? NAN : (lt > 0.f ? m[q] * p.softmax_scale + logf(lt) : -INFINITY);
-        if (seg.write_final) {
-          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
-        } else {
-          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
-        }
-      }
-    }
-  }
-}
-
-// The decode kernel: barrier setup, then the producer warpgroup and the consumers of the schedule.
-template <typename T, bool kNarrow>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
-  extern __shared__ uint8_t smem_raw[];
-  WideSharedStorage& sm =
-      *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  // Broadcast from lane 0 so that the compiler knows the role is uniform across the warp: wgmma
-  // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      for (int b = 0; b < Cfg::kBoxes; ++b) mbarrier_init(&sm.full[s][b], 1);
-      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
-
-  // The schedule comes from the planner and the partial buffers may still be read by the previous
-  // call's combine kernel.
-  wait_for_preceding_grids();
-  const int m_tile = blockIdx.x;
-  const int part_idx = blockIdx.y;
-  const SplitPart part = p.parts[part_idx];
-  if (part.begin_req > part.end_req) return;
-
-  if (warpgroup == 0) {
-    warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0) produce_kv(p, part, part_idx, sm, &kv_map);
-    return;
-  }
-  warpgroup_reg_alloc<Cfg::kConsumerRegs>();
-  if constexpr (kNarrow) {
-    consume_narrow<T>(p, part, part_idx, sm, warpgroup);
-  } else {
-    consume_wide<T>(p, part, part_idx, m_tile, sm, warpgroup);
   }
 }
 

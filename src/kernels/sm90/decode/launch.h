@@ -7,12 +7,16 @@
 
 namespace openmla::kernels::sm90 {
 
-// The narrow schedule (operands swapped, kernel.cuh) serves up to this many query rows.
-inline constexpr int kNarrowMaxRows = 16;
+// Raises the dynamic shared-memory limit of the kernel for this query type (once per device).
+cudaError_t prepare_wide_decode(bool q_is_bf16);
+// Grid (m_tiles of 64 rows, p.num_parts); the KV tensor map is encoded from p (16-bit caches).
+cudaError_t launch_wide_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic,
+                               cudaStream_t stream);
 
-template <typename T, bool kNarrow>
-cudaError_t run_decode(const DecodeParams& p, const void* kv_map, bool programmatic, cudaStream_t stream);
-template <typename T, bool kNarrow>
-cudaError_t prepare_decode_kernel();
+template <typename T>
+cudaError_t run_wide_decode(const DecodeParams& p, const void* kv_map, bool programmatic,
+                            cudaStream_t stream);
+template <typename T>
+cudaError_t prepare_wide_decode_kernel();
 
 }  // namespace openmla::kernels::sm90
