@@ -12,7 +12,9 @@ summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-note "== $(date -u +%FT%TZ) commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+export OPENMLA_COMMIT="$commit"  # recorded by openmla-bench in its JSON
+note "== $(date -u +%FT%TZ) commit $commit"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
 
 gtest_args=()

@@ -203,9 +203,11 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
-// git describe of the source tree when git and the repository are there, else the commit CMake
+// OPENMLA_COMMIT when set (a copy of the tree without its repository, e.g. on a remote GPU
+// machine, says which commit it is), else git describe of the source tree, else the commit CMake
 // saw at configure time.
 std::string source_commit() {
+  if (const char* env = std::getenv("OPENMLA_COMMIT"); env != nullptr && *env != '\0') return env;
   const std::string source_dir = OPENMLA_SOURCE_DIR;
   if (!source_dir.empty()) {
     const std::string cmd = "git -C '" + source_dir + "' describe --always --dirty 2>/dev/null";

@@ -8,10 +8,13 @@
 //             m64n64k16), masks, runs the online-softmax step, publishes P (bf16/fp16), the new row
 //             max and the rescale factor through shared memory, and multiplies its own half of V
 //             with P from registers (wgmma RS). The other consumer waits for the publication,
-//             rescales, and multiplies its half with P from shared memory (wgmma SS). While one
-//             consumer runs the softmax the other's PV keeps the tensor cores busy.
+//             rescales, and multiplies its half with P from shared memory (wgmma SS). Each
+//             consumer first waits for its PV of the previous tile and hands that stage back, so
+//             loads run a tile ahead; the owner's softmax is not overlapped with tensor work
+//             (docs/hopper-kernel.md: why, and the schedules measured against this one).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
-// never used as a coordinate, the stage is flagged and the segment's rows become NaN. Tokens past
+// never used as a coordinate (the producer skips the copy), each consumer checks the id itself
+// and the segment's rows become NaN. Tokens past
 // seqlen in the last page are loaded but never weigh: their scores are masked and their V rows are
 // zeroed in shared memory before PV (0 x NaN would be NaN).
 #pragma once
