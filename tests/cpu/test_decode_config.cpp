@@ -62,6 +62,9 @@ TEST(DecodeConfig, PartialBoundCoversEveryPossibleSplit) {
   EXPECT_EQ(max_partials(128, 33), 64);
   // Exhaustive check of the bound on a unit model of the planner: units laid out request by
   // request, cut into equal part ranges; count the partials every cut produces.
+  // Every minimum part size the planner is run with (portable, sm90) and 1: the bound must not
+  // depend on it.
+  for (int min_units : {kernels::kMinUnitsPerPart, kernels::kSm90MinUnitsPerPart, 1})
   for (int parts = 1; parts <= 40; ++parts)
     for (int b = 1; b <= 12; ++b)
       for (int len = 1; len <= 9; ++len) {
@@ -69,7 +72,7 @@ TEST(DecodeConfig, PartialBoundCoversEveryPossibleSplit) {
         for (int r = 0; r < b; ++r) units[r] = 1 + (r * 7 + len) % len + kernels::kRequestOverheadUnits;
         long long total = 0;
         for (int u : units) total += u;
-        const long long per_part = std::max<long long>((total + parts - 1) / parts, kernels::kMinUnitsPerPart);
+        const long long per_part = std::max<long long>((total + parts - 1) / parts, min_units);
         long long start = 0, partials = 0;
         for (int u : units) {
           const long long first = (start + kernels::kRequestOverheadUnits) / per_part;
@@ -77,7 +80,8 @@ TEST(DecodeConfig, PartialBoundCoversEveryPossibleSplit) {
           if (last > first) partials += last - first + 1;
           start += u;
         }
-        ASSERT_LE(partials, max_partials(b, parts)) << "b=" << b << " parts=" << parts << " len=" << len;
+        ASSERT_LE(partials, max_partials(b, parts))
+            << "b=" << b << " parts=" << parts << " len=" << len << " min_units=" << min_units;
       }
 }
 
