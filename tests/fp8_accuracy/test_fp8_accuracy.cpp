@@ -90,5 +90,25 @@ TEST(Fp8Accuracy, DataIsDeterministicAndQueryIndependent) {
   EXPECT_FLOAT_EQ(static_cast<float>(a.softmax_scale), 1.0f / 24.0f);
 }
 
+// The FP8-math emulation: its e4m3 cache equals what the per-tensor cache decodes to; rounding q or
+// P to e4m3 adds an error in the range e4m3's 3 mantissa bits give (not 0, not large); an e4m3 P
+// leaves the lse untouched (the row sum stays exact).
+TEST(Fp8Accuracy, Fp8MathEmulationAddsBoundedError) {
+  const StudyData data = make_study_data(small_case(Distribution::kGaussian, QueryKind::kFlat));
+  const std::vector<double> e4m3_kv = round_to_e4m3(data.kv);
+  const AttentionResult on_cache = reference_on_cache(data, KVFormat::kFP8E4M3);
+  const ErrorStats same = compare(attention_emulated(data, e4m3_kv, MathOptions{}), on_cache);
+  EXPECT_LT(same.max_rel_l2, 1e-6);  // the reference applies the float32 scale in float; e4m3 steps are ~6e-2
+  const AttentionResult storage = attention_emulated(data, e4m3_kv, MathOptions{false, PFormat::kBf16});
+  const ErrorStats qk = compare(attention_emulated(data, e4m3_kv, MathOptions{true, PFormat::kBf16}), storage);
+  EXPECT_GT(qk.median_rel_l2, 1e-4);
+  EXPECT_LT(qk.max_rel_l2, 1e-1);
+  EXPECT_GT(qk.max_lse_abs, 0.0);
+  const ErrorStats pv = compare(attention_emulated(data, e4m3_kv, MathOptions{false, PFormat::kE4m3}), storage);
+  EXPECT_GT(pv.median_rel_l2, 1e-5);
+  EXPECT_LT(pv.max_rel_l2, 5e-2);
+  EXPECT_EQ(pv.max_lse_abs, 0.0);
+}
+
 }  // namespace
 }  // namespace openmla::fp8_accuracy

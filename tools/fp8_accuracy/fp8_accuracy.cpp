@@ -269,6 +269,25 @@ std::vector<double> round_to_bf16(const std::vector<double>& kv) {
 }
 
 AttentionResult attention_f64(const StudyData& data, const std::vector<double>& kv) {
+  return attention_emulated(data, kv, MathOptions{});
+}
+
+static double e4m3_round_scaled(double x, double scale) {
+  return static_cast<double>(fp8::e4m3_to_float(fp8::e4m3_encode_scaled(static_cast<float>(x), static_cast<float>(scale)))) *
+         scale;
+}
+
+std::vector<double> round_to_e4m3(const std::vector<double>& kv, float* used_scale) {
+  double amax = 0.0;
+  for (double x : kv) amax = std::max(amax, std::fabs(bf16_round(x)));
+  const float scale = amax > 0.0 ? static_cast<float>(amax / 448.0) : 1.0f;
+  if (used_scale) *used_scale = scale;
+  std::vector<double> out(kv.size());
+  for (size_t i = 0; i < kv.size(); ++i) out[i] = e4m3_round_scaled(bf16_round(kv[i]), scale);
+  return out;
+}
+
+AttentionResult attention_emulated(const StudyData& data, const std::vector<double>& kv, const MathOptions& math) {
   constexpr int kHeads = 8;  // heads per task (num_heads is a multiple of 8)
   const int b = data.c.batch, s_k = data.c.seqlen, h = data.c.num_heads;
   const double scale = data.softmax_scale;
@@ -281,9 +300,18 @@ AttentionResult attention_f64(const StudyData& data, const std::vector<double>& 
     const int r = static_cast<int>(task) / blocks, h0 = static_cast<int>(task) % blocks * kHeads;
     const double* keys = &kv[static_cast<size_t>(r) * s_k * kHeadDimQK];
     std::vector<double> q_t(static_cast<size_t>(kHeadDimQK) * kHeads);  // [576][8]
-    for (int k = 0; k < kHeads; ++k)
+    for (int k = 0; k < kHeads; ++k) {
+      const double* q_row = &data.q[(static_cast<size_t>(r) * h + h0 + k) * kHeadDimQK];
+      // FP8 QK: the query row quantized to e4m3 with its own scale amax / 448 (one per row).
+      double q_scale = 0.0;
+      if (math.q_e4m3) {
+        for (int j = 0; j < kHeadDimQK; ++j) q_scale = std::max(q_scale, std::fabs(q_row[j]));
+        q_scale /= 448.0;
+      }
       for (int j = 0; j < kHeadDimQK; ++j)
-        q_t[static_cast<size_t>(j) * kHeads + k] = data.q[(static_cast<size_t>(r) * h + h0 + k) * kHeadDimQK + j];
+        q_t[static_cast<size_t>(j) * kHeads + k] =
+            q_scale > 0.0 ? e4m3_round_scaled(q_row[j], q_scale) : q_row[j];
+    }
     std::vector<double> p(static_cast<size_t>(s_k) * kHeads);  // scores, then weights: [s_k][8]
     double mx[kHeads];
     std::fill(mx, mx + kHeads, -INFINITY);
@@ -310,7 +338,11 @@ AttentionResult attention_f64(const StudyData& data, const std::vector<double>& 
     for (int t = 0; t < s_k; ++t) {
       const double* value = keys + static_cast<size_t>(t) * kHeadDimQK;
       for (int k = 0; k < kHeads; ++k) {
-        const double w = p[static_cast<size_t>(t) * kHeads + k];
+        // P as the PV product sees it (the row sum above stays in full precision, as in a kernel):
+        // exact, bf16 (the kernels' P), or e4m3 with P <= 1 scaled by 448 into e4m3's range.
+        double w = p[static_cast<size_t>(t) * kHeads + k];
+        if (math.p == PFormat::kBf16) w = bf16_round(w);
+        if (math.p == PFormat::kE4m3) w = e4m3_round_scaled(w, 1.0 / 448.0);
         double* o = &out[static_cast<size_t>(k) * kHeadDimV];
         for (int c = 0; c < kHeadDimV; ++c) o[c] += w * value[c];
       }

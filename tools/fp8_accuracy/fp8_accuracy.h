@@ -63,6 +63,21 @@ struct AttentionResult {
 // rounding), computed here without any cache.
 AttentionResult attention_f64(const StudyData& data, const std::vector<double>& kv);
 
+// FP8-math emulation (issue #4's FP8-math mode): which operands of the two products are rounded
+// before an exact (float64) product. q_e4m3: each query row quantized to e4m3 with its own scale
+// amax / 448 (Q K^T on e4m3 operands; the cache side is the e4m3 cache itself). p: the format of
+// P = exp(S - max) <= 1 as the P V product sees it; the row sum l stays exact.
+enum class PFormat { kExact, kBf16, kE4m3 };
+struct MathOptions {
+  bool q_e4m3 = false;
+  PFormat p = PFormat::kExact;
+};
+AttentionResult attention_emulated(const StudyData& data, const std::vector<double>& kv, const MathOptions& math);
+
+// The KV rows as a per-tensor fp8_e4m3 cache stores them: bf16, then e4m3 with scale amax / 448 of
+// the bf16 values (returned through used_scale), decoded back to float64.
+std::vector<double> round_to_e4m3(const std::vector<double>& kv, float* used_scale = nullptr);
+
 // The KV rows rounded to bf16 (RNE), as float64.
 std::vector<double> round_to_bf16(const std::vector<double>& kv);
 

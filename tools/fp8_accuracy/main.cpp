@@ -127,6 +127,55 @@ int main(int argc, char** argv) {
                   row.err.max_rel_abs, row.err.max_lse_abs, row.err.max_channel_rel, row.kv_err.median,
                   row.kv_err.max);
     }
-  std::printf("\n%.1f s\n", seconds);
+
+  // FP8 math on the per-tensor e4m3 cache (issue #4's FP8-math mode), emulated: which of the two
+  // products can take e4m3 operands. h_q = 128 (the compute-bound case the mode is for).
+  std::printf("\nFP8 math over the per-tensor fp8_e4m3 cache (emulated; h_q 128, s_q 1). q e4m3: each query row\n"
+              "quantized with its own scale amax / 448 (Q K^T on e4m3 operands). P e4m3: P = exp(S - max) <= 1\n"
+              "stored as e4m3(448 P) / 448 for P V (the row sum stays exact). Baseline 'e4m3 storage': q exact,\n"
+              "P bf16, as the FP8-storage kernels compute. 'bf16 cache': the same with bf16 storage.\n\n");
+  std::printf("| dist | query | s_k | math | vs e4m3 storage: rel-L2 median | rel-L2 max | lse abs max | vs bf16 cache: rel-L2 median | rel-L2 max |\n");
+  std::printf("|---|---|---:|---|---:|---:|---:|---:|---:|\n");
+  const std::vector<int> math_seqlens = quick ? std::vector<int>{1024} : std::vector<int>{1024, 4096};
+  const auto math_start = std::chrono::steady_clock::now();
+  try {
+    for (Distribution d : dists)
+      for (QueryKind q : queries)
+        for (int s_k : math_seqlens) {
+          StudyCase c;
+          c.dist = d;
+          c.query = q;
+          c.num_heads = quick ? 16 : 128;
+          c.seqlen = s_k;
+          c.batch = 1;
+          c.seed = seed;
+          const StudyData data = make_study_data(c);
+          const std::vector<double> bf16_kv = round_to_bf16(data.kv);
+          const std::vector<double> e4m3_kv = round_to_e4m3(data.kv);
+          const AttentionResult bf16_cache = attention_emulated(data, bf16_kv, MathOptions{false, PFormat::kBf16});
+          const AttentionResult storage = attention_emulated(data, e4m3_kv, MathOptions{false, PFormat::kBf16});
+          struct Variant {
+            const char* name;
+            MathOptions math;
+          };
+          const Variant variants[] = {{"e4m3 storage (baseline)", {false, PFormat::kBf16}},
+                                      {"q e4m3, P bf16 (FP8 QK)", {true, PFormat::kBf16}},
+                                      {"q bf16, P e4m3 (FP8 PV)", {false, PFormat::kE4m3}},
+                                      {"q e4m3, P e4m3 (FP8 QK + PV)", {true, PFormat::kE4m3}}};
+          for (const Variant& v : variants) {
+            const AttentionResult got = attention_emulated(data, e4m3_kv, v.math);
+            const ErrorStats add = compare(got, storage), all = compare(got, bf16_cache);
+            std::printf("| %s | %s | %d | %s | %.2e | %.2e | %.2e | %.2e | %.2e |\n", distribution_name(d), query_name(q),
+                        s_k, v.name, add.median_rel_l2, add.max_rel_l2, add.max_lse_abs, all.median_rel_l2,
+                        all.max_rel_l2);
+          }
+          std::fflush(stdout);
+        }
+  } catch (const openmla::Error& e) {
+    std::fprintf(stderr, "openmla-fp8-accuracy: %s\n", e.what());
+    return 1;
+  }
+  const double math_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - math_start).count();
+  std::printf("\n%.1f s (layouts) + %.1f s (FP8 math)\n", seconds, math_seconds);
   return 0;
 }
