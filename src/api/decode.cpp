@@ -125,9 +125,9 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
   OPENMLA_CUDA_CHECK(cudaSetDevice(device));
   int ctas_per_sm = 1;
-  int tile_rows = 64;
+  int tile_rows = kernels::kSm90RowsPerCta;
   if (backend_ == Backend::kSm90) {
-    // One 64-row CTA per SM (its shared memory is the whole SM's).
+    // One CTA per SM (its shared memory is the whole SM's).
 #if defined(OPENMLA_HAS_SM90)
     OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
 #endif

@@ -29,6 +29,17 @@ namespace {
 
 using namespace openmla::fp8_accuracy;
 
+StudyCase study_case(Distribution d, QueryKind q, int num_heads, int seqlen, int batch, uint64_t seed) {
+  StudyCase c;
+  c.dist = d;
+  c.query = q;
+  c.num_heads = num_heads;
+  c.seqlen = seqlen;
+  c.batch = batch;
+  c.seed = seed;
+  return c;
+}
+
 void usage() {
   std::fprintf(stderr, "usage: openmla-fp8-accuracy [--quick] [--batch N] [--seed S] [--no-unit-scale]\n");
 }
@@ -76,13 +87,8 @@ int main(int argc, char** argv) {
       for (QueryKind q : queries)
         for (int h : heads)
           for (int s_k : seqlens) {
-            StudyCase c;
-            c.dist = d;
-            c.query = q;
-            c.num_heads = h;
-            c.seqlen = s_k;
-            c.batch = batch > 0 ? batch : (h >= 128 ? 1 : 2) * (s_k <= 1024 ? 2 : 1);
-            c.seed = seed;
+            const StudyCase c =
+                study_case(d, q, h, s_k, batch > 0 ? batch : (h >= 128 ? 1 : 2) * (s_k <= 1024 ? 2 : 1), seed);
             const CaseResult res = run_case(c, unit_scale);
             for (const LayoutRow& row : res.rows) {
               std::printf("| %s | %s | %d | %d | %d | %.3g | %.1f | %s | %s | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e | %.2e |\n",
@@ -142,14 +148,7 @@ int main(int argc, char** argv) {
     for (Distribution d : dists)
       for (QueryKind q : queries)
         for (int s_k : math_seqlens) {
-          StudyCase c;
-          c.dist = d;
-          c.query = q;
-          c.num_heads = quick ? 16 : 128;
-          c.seqlen = s_k;
-          c.batch = 1;
-          c.seed = seed;
-          const StudyData data = make_study_data(c);
+          const StudyData data = make_study_data(study_case(d, q, quick ? 16 : 128, s_k, 1, seed));
           const std::vector<double> bf16_kv = round_to_bf16(data.kv);
           const std::vector<double> e4m3_kv = round_to_e4m3(data.kv);
           const AttentionResult bf16_cache = attention_emulated(data, bf16_kv, MathOptions{false, PFormat::kBf16});

@@ -78,12 +78,9 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// Named barriers (id 0 is __syncthreads). sync waits; arrive signals without waiting.
+// Named barriers (id 0 is __syncthreads): waits until `threads` threads have arrived at barrier id.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- registers ---------------------------------------------------------------------------------

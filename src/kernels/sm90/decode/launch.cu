@@ -48,26 +48,19 @@ cudaError_t encode_kv_map(const DecodeParams& p, bool bf16, CUtensorMap* map) {
 
 }  // namespace
 
-cudaError_t prepare_wide_decode(bool q_is_bf16) {
-  return q_is_bf16 ? prepare_wide_decode_kernel<__nv_bfloat16>() : prepare_wide_decode_kernel<__half>();
-}
-
-cudaError_t launch_wide_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic,
-                               cudaStream_t stream) {
-  alignas(64) CUtensorMap map;
-  if (const cudaError_t e = encode_kv_map(p, q_is_bf16, &map); e != cudaSuccess) return e;
-  return q_is_bf16 ? run_wide_decode<__nv_bfloat16>(p, &map, programmatic, stream)
-                   : run_wide_decode<__half>(p, &map, programmatic, stream);
-}
-
 }  // namespace openmla::kernels::sm90
 
 namespace openmla::kernels {
 
-cudaError_t prepare_sm90_decode(bool q_is_bf16) { return sm90::prepare_wide_decode(q_is_bf16); }
-cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic,
-                               cudaStream_t stream) {
-  return sm90::launch_wide_decode(p, q_is_bf16, programmatic, stream);
+cudaError_t prepare_sm90_decode(bool q_is_bf16) {
+  return q_is_bf16 ? sm90::prepare_wide_decode_kernel<__nv_bfloat16>() : sm90::prepare_wide_decode_kernel<__half>();
+}
+
+cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
+  alignas(64) CUtensorMap map;
+  if (const cudaError_t e = sm90::encode_kv_map(p, q_is_bf16, &map); e != cudaSuccess) return e;
+  return q_is_bf16 ? sm90::run_wide_decode<__nv_bfloat16>(p, &map, programmatic, stream)
+                   : sm90::run_wide_decode<__half>(p, &map, programmatic, stream);
 }
 
 }  // namespace openmla::kernels
