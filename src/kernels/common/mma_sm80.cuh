@@ -104,6 +104,15 @@ __device__ __forceinline__ void wait_for_preceding_grids() {
 #endif
 }
 
+// Programmatic dependent launch: lets the next kernel in the stream (the combine) be scheduled now.
+// It still waits (griddepcontrol.wait) for this whole grid to finish before it reads anything, so
+// calling this early only hides the dependent's launch latency.
+__device__ __forceinline__ void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Sum / max over the 4 lanes of a quad (the lanes that share an accumulator row).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -303,6 +303,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
   // The schedule comes from the planner and the partial buffers may still be read by the previous
   // call's combine kernel.
   wait_for_preceding_grids();
+  allow_dependent_grids();  // the combine launches now and waits for this grid's completion
   const int m_tile = blockIdx.x;
   const int part_idx = blockIdx.y;
   const SplitPart part = p.parts[part_idx];
