@@ -17,57 +17,66 @@ export OPENMLA_COMMIT="$commit"  # recorded by openmla-bench in its JSON
 note "== $(date -u +%FT%TZ) commit $commit"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
 
-gtest_args=()
-if [ -d .carry/googletest ]; then gtest_args=(-DOPENMLA_GTEST_SOURCE_DIR="$root/.carry/googletest"); fi
-py_args=()
-if [ "${PYTHON:-1}" = 1 ] && python3 -c "import nanobind" 2>/dev/null && [ -f python/CMakeLists.txt ]; then py_args=(-DOPENMLA_BUILD_PYTHON=ON); fi
-# sm_90a machine code only: this script runs on Hopper; the sm_80 build is checked by CI.
-cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DOPENMLA_PORTABLE_ARCHS="${ARCHS:-90a}" \
-  "${gtest_args[@]}" "${py_args[@]}" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
-# -k 0: a broken tool or CPU test must not hide the GPU results; the two binaries below must exist.
-ninja -C build-gpu -k 0 -j"$(nproc)" >"$out/build.log" 2>&1 || note "build had failures: $(grep -E '^FAILED' "$out/build.log" | head -5 | tr '\n' ' ')"
-if [ ! -x build-gpu/tests/openmla_gpu_tests ] || [ ! -x build-gpu/openmla-bench ]; then
-  note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; exit 1
-fi
-grep -E "spill|Local memory|registers" "$out/build.log" | sort -u >"$out/ptxas.log" || true
-note "build ok ($(grep -c 'spill stores' "$out/ptxas.log" || true) spill warnings)"
-if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass build-gpu/libopenmla.a >"$out/sass.txt" 2>/dev/null
-  note "SASS of libopenmla.a: $(grep -c 'HMMA' "$out/sass.txt") HMMA, $(grep -c 'HGMMA' "$out/sass.txt") HGMMA, $(grep -cE '\b(LDL|STL)\b' "$out/sass.txt") LDL/STL (local memory) instructions"
+bin="${PREBUILT:-build-gpu}"
+if [ -n "${PREBUILT:-}" ]; then
+  # Binaries built on the CPU machine for sm_90a and carried (no Python module then).
+  note "prebuilt binaries from $bin"
+  PYTHON=0
+else
+  gtest_args=()
+  if [ -d .carry/googletest ]; then gtest_args=(-DOPENMLA_GTEST_SOURCE_DIR="$root/.carry/googletest"); fi
+  py_args=()
+  if [ "${PYTHON:-1}" = 1 ] && python3 -c "import nanobind" 2>/dev/null && [ -f python/CMakeLists.txt ]; then py_args=(-DOPENMLA_BUILD_PYTHON=ON); fi
+  # sm_90a machine code only: this script runs on Hopper; the sm_80 build is checked by CI.
+  cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DOPENMLA_PORTABLE_ARCHS="${ARCHS:-90a}" \
+    "${gtest_args[@]}" "${py_args[@]}" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
+  # -k 0: a broken tool or CPU test must not hide the GPU results; the two binaries below must exist.
+  ninja -C build-gpu -k 0 -j"$(nproc)" >"$out/build.log" 2>&1 || note "build had failures: $(grep -E '^FAILED' "$out/build.log" | head -5 | tr '\n' ' ')"
+  if [ ! -x build-gpu/tests/openmla_gpu_tests ] || [ ! -x "$bin"/openmla-bench ]; then
+    note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; exit 1
+  fi
+  grep -E "spill|Local memory|registers" "$out/build.log" | sort -u >"$out/ptxas.log" || true
+  note "build ok ($(grep -c 'spill stores' "$out/ptxas.log" || true) spill warnings)"
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump -sass build-gpu/libopenmla.a >"$out/sass.txt" 2>/dev/null
+    note "SASS of libopenmla.a: $(grep -c 'HMMA' "$out/sass.txt") HMMA, $(grep -c 'HGMMA' "$out/sass.txt") HGMMA, $(grep -cE '\b(LDL|STL)\b' "$out/sass.txt") LDL/STL (local memory) instructions"
+  fi
 fi
 
-tests="build-gpu/tests/openmla_gpu_tests"
-# The suite once per backend: sm90 forced (16-bit caches; FP8 caches are the portable kernel's),
-# then portable forced (everything).
+tests="$bin/tests/openmla_gpu_tests"
+# The suite once per backend: sm90 forced, then portable forced (every test; the portable-tile
+# tests only under portable).
 for backend in ${BACKENDS:-sm90 portable}; do
   filter='*'
-  [ "$backend" = sm90 ] && filter='-*Fp8*:*Portable*'
+  [ "$backend" = sm90 ] && filter='-*Portable*'
   OPENMLA_BACKEND=$backend "$tests" --gtest_brief=1 --gtest_filter="$filter" 2>&1 | tee "$out/gpu_tests_$backend.log" | tail -25
   note "gpu tests ($backend): $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests_$backend.log" | tr '\n' ' ')"
 done
 
-if [ -n "${py_args[*]}" ] && [ -d python/tests ]; then
+if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -d python/tests ]; then
   export PYTHONPATH="$root/build-gpu/python:$root/python${PYTHONPATH:+:$PYTHONPATH}"
   python3 -m pytest -q python/tests 2>&1 | tee "$out/pytest.log" | tail -15
   note "pytest: $(tail -1 "$out/pytest.log")"
 fi
 
-if [ -n "${py_args[*]}" ] && [ -f examples/speculative_decoding.py ]; then
+if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -f examples/speculative_decoding.py ]; then
   python3 examples/speculative_decoding.py --steps 1000 2>&1 | tee "$out/example.log" | tail -5
   note "example: $(tail -1 "$out/example.log")"
 fi
 
 if [ "$grid" != none ]; then
-  build-gpu/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
-  # FP8 caches on the shapes the FP8 issue names (memory-bound and compute-bound).
-  build-gpu/openmla-bench --grid deepseek --format fp8_e4m3,fp8_ds_mla --filter "b=128,s_q=1/2,h_q=16/64/128,s_k=16384,varlen=0" \
-    --json "$out/bench_fp8.json" 2>&1 | tee "$out/bench_fp8.txt" | grep -E "^(fp8|format)"
+  "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
+  # The FP8 issue's shapes, every format, on the default (sm90) and the portable backend.
+  for backend in ${FP8_BACKENDS:-auto portable}; do
+    "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" \
+      --json "$out/bench_fp8_$backend.json" 2>&1 | tee "$out/bench_fp8_$backend.txt" | tail -n 20
+  done
 fi
 # Sanitizers last: they are slow, and a time limit must not cost the benchmark.
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   common='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16'
   if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ]; then
-    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16"
+    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16"
   else
     subset="$common:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:WriteKV.PaddedPagesAlignedRows"
   fi

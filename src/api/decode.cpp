@@ -31,12 +31,10 @@ constexpr bool kBuiltWithSm90 = true;
 constexpr bool kBuiltWithSm90 = false;
 #endif
 
-bool is_16bit(KVFormat f) { return f == KVFormat::kBF16 || f == KVFormat::kFP16; }
-
-// kAuto: the sm90a kernel on compute capability 9.0 for the formats it reads, the portable kernel
+// kAuto: the sm90a kernel on compute capability 9.0 (every cache format), the portable kernel
 // elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that
 // asks for a kernel cannot pass on another one.
-Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat format) {
+Backend resolve_backend(Backend requested, const cudaDeviceProp& prop) {
   const Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
   const bool hopper = prop.major == 9 && prop.minor == 0;
   if (b == Backend::kSm90) {
@@ -45,12 +43,9 @@ Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, KVFormat 
     if (!hopper)
       detail::fail(Status::kUnsupported, "backend: sm90 needs compute capability 9.0, device ", prop.name, " has ",
                    prop.major, ".", prop.minor, "; use portable");
-    if (!is_16bit(format))
-      detail::fail(Status::kUnsupported, "backend: the sm90 kernel reads bf16/fp16 caches, got ",
-                   kv_format_name(format), "; use portable");
     return Backend::kSm90;
   }
-  if (b == Backend::kAuto && kBuiltWithSm90 && hopper && is_16bit(format)) return Backend::kSm90;
+  if (b == Backend::kAuto && kBuiltWithSm90 && hopper) return Backend::kSm90;
   return Backend::kPortable;
 }
 
@@ -116,7 +111,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
     detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
                  prop.minor, " (", prop.name, ")");
   }
-  backend_ = resolve_backend(options.backend, prop, shape.kv_format);
+  backend_ = resolve_backend(options.backend, prop);
   programmatic_launch_ = prop.major >= 9;  // griddepcontrol exists from sm_90 on
   num_sms_ = prop.multiProcessorCount;
 
@@ -129,7 +124,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   if (backend_ == Backend::kSm90) {
     // One CTA per SM (its shared memory is the whole SM's).
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(is_bf16(shape.q_dtype)));
+    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype)));
 #endif
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
@@ -212,7 +207,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, bf16, programmatic_launch_, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

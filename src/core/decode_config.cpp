@@ -15,6 +15,7 @@ namespace {
 template <class Cfg>
 size_t smem_of(KVFormat format) {
   using namespace kernels::portable;
+  using namespace kernels;  // KvKind
   switch (format) {
     case KVFormat::kFP8E4M3: return sizeof(SharedStorage<Cfg, uint16_t, kKvE4M3>);
     case KVFormat::kFP8DsMla: return sizeof(SharedStorage<Cfg, uint16_t, kKvDsMla>);

@@ -468,7 +468,7 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
   }
 }
 
-// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for 16-bit caches and
+// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for every cache format and
 // the portable kernel otherwise; a forced backend that cannot run is an error naming the reason.
 TEST(Decode, BackendResolution) {
   int device = 0;
@@ -486,23 +486,25 @@ TEST(Decode, BackendResolution) {
   DecodeShape fp8 = bf16;
   fp8.kv_format = KVFormat::kFP8DsMla;
   EXPECT_EQ(DecodePlan(bf16, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
-  EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), Backend::kPortable);
+  EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   DecodeOptions portable;
   portable.backend = Backend::kPortable;
   EXPECT_EQ(DecodePlan(bf16, portable, device).backend(), Backend::kPortable);
+  EXPECT_EQ(DecodePlan(fp8, portable, device).backend(), Backend::kPortable);
   DecodeOptions sm90;
   sm90.backend = Backend::kSm90;
-  try {
-    DecodePlan plan(fp8, sm90, device);
-    ADD_FAILURE() << "expected openmla::Error for an FP8 cache on the sm90 kernel";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("fp8_ds_mla"), std::string::npos) << e.what();
-  }
-  if (hopper) {
-    EXPECT_EQ(DecodePlan(bf16, sm90, device).backend(), Backend::kSm90);
-  } else {
-    EXPECT_THROW(DecodePlan(bf16, sm90, device), Error);
+  for (const DecodeShape& shape : {bf16, fp8}) {
+    if (hopper) {
+      EXPECT_EQ(DecodePlan(shape, sm90, device).backend(), Backend::kSm90);
+      continue;
+    }
+    try {  // a forced backend that cannot run is an error, never a silent fallback
+      DecodePlan plan(shape, sm90, device);
+      ADD_FAILURE() << "expected openmla::Error for the sm90 kernel on " << prop.name;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
+    }
   }
   if (!saved.empty()) setenv("OPENMLA_BACKEND", saved.c_str(), 1);
 }

@@ -45,6 +45,17 @@ std::vector<BenchConfig> quick_configs() {
   };
 }
 
+// Shapes of the FP8 issue: memory-bound (h_q 16 and 64 at 16K), compute-bound MTP at 8K and 16K
+// (FlashMLA's sparse FP8 kernel was timed at the 16K ones). Run with --format bf16,fp8_e4m3,...
+std::vector<BenchConfig> fp8_configs() {
+  return {
+      {128, 1, 16, 16384, false},
+      {128, 1, 64, 16384, false},
+      {128, 2, 128, 8192, false},
+      {128, 2, 128, 16384, false},
+  };
+}
+
 std::vector<int> parse_int_list(const std::string& key, const std::string& values) {
   std::vector<int> out;
   std::stringstream ss(values);
@@ -82,17 +93,18 @@ std::string BenchConfig::label() const {
   return os.str();
 }
 
-const char* grid_names() { return "quick|deepseek|varlen|all"; }
+const char* grid_names() { return "quick|deepseek|varlen|fp8|all"; }
 
 std::vector<BenchConfig> grid_configs(const std::string& name) {
   if (name == "quick") return quick_configs();
   if (name == "deepseek") return deepseek_configs();
   if (name == "varlen") return varlen_configs();
+  if (name == "fp8") return fp8_configs();
   if (name == "all") {
     std::vector<BenchConfig> out = deepseek_configs();
-    for (const BenchConfig& c : quick_configs()) {
-      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-    }
+    for (const auto& extra : {quick_configs(), fp8_configs()})
+      for (const BenchConfig& c : extra)
+        if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
     return out;
   }
   detail::fail_arg("--grid", std::string("one of ") + grid_names(), "'" + name + "'");

@@ -39,7 +39,7 @@ constexpr int kMinReplays = 5;
 
 const char* kUsage =
     "usage: openmla-bench [options]\n"
-    "  --grid quick|deepseek|varlen|all   configurations to time (default quick)\n"
+    "  --grid quick|deepseek|varlen|fp8|all   configurations to time (default quick)\n"
     "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16)\n"
     "  --backend B         auto|portable|sm90 (default auto)\n"
     "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"

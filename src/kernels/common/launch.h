@@ -29,12 +29,12 @@ cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat form
 cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format,
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
-// The sm90a kernels (built when OPENMLA_HAS_SM90; 16-bit caches). prepare: raises the dynamic
-// shared-memory limit. launch: encodes the KV tensor map and runs the decode kernel, one CTA per SM
+// The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format). prepare: raises the dynamic
+// shared-memory limit. launch: encodes the KV tensor maps and runs the decode kernel, one CTA per SM
 // and per kSm90RowsPerCta query rows (the planner's m-tiles).
 inline constexpr int kSm90RowsPerCta = 64;
-cudaError_t prepare_sm90_decode(bool q_is_bf16);
-cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic,
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16);
+cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
                                cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/kv_kind.h"
+
 namespace openmla::kernels::portable {
 
 inline constexpr int kHeadDimQK = 576;
@@ -48,14 +50,6 @@ struct TileConfig {
   static_assert(kQkKeys == 8 || kQkKeys % 16 == 0, "keys per warp: 8 or a multiple of 16");
   static_assert(kPvRows % 16 == 0 && kPvCols % 16 == 0, "PV warp tile");
   static_assert(N % 16 == 0 && kPageTokens % N == 0, "a stage is a whole part of one page");
-};
-
-// How the cache stores a token (the kernel is instantiated per kind; bf16 and fp16 caches are
-// the 16-bit kind read in the query's type).
-enum KvKind : int {
-  kKv16Bit = 0,  // 576 x bf16/fp16 (1152 B)
-  kKvE4M3 = 1,   // 576 x e4m3, per-tensor scale folded into the softmax scale and the output (576 B)
-  kKvDsMla = 2,  // 512 x e4m3 | 4 x f32 tile scale | 64 x bf16 rope (656 B)
 };
 
 template <int kKind>

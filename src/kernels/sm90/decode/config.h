@@ -4,9 +4,12 @@
 // (the "seesaw": the owner of a tile computes S and P; both multiply P by their half of V).
 #pragma once
 
+#include <cuda.h>  // CUtensorMap
+
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/kv_kind.h"
 #include "kernels/common/launch.h"
 
 namespace openmla::kernels::sm90 {
@@ -27,9 +30,22 @@ struct WideConfig {
   static constexpr int kThreads = (1 + kConsumers) * 128;      // + the producer warpgroup
   static constexpr int kHalfCols = kHeadDimV / kConsumers;     // O columns per consumer
   static constexpr int kHalfBoxes = kHalfCols / kBoxDims;      // V boxes per consumer
-  // setmaxnreg budgets: (40 + 2 x 232) x 128 = 64,512 <= 65,536 registers per SM.
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // setmaxnreg budgets, (producer + 2 x consumer) x 128 <= 65,536 registers per SM: 40 / 232 for
+  // 16-bit caches (one copying thread); FP8 caches give the dequantizing warps 64 (at 40 they spill).
+  static constexpr int producer_regs(int kind) { return kind == kKv16Bit ? 40 : 64; }
+  static constexpr int consumer_regs(int kind) { return kind == kKv16Bit ? 232 : 224; }
+  // FP8 caches: warp 0 of the producer warpgroup issues the copies, warps 1-3 dequantize.
+  static constexpr int kDequantWarps = 3;
+  static constexpr int kDequantThreads = kDequantWarps * 32;
+};
+
+// The cache's tensor maps (launch.cu). 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
+// SW128. e4m3: `kv`, bytes, boxes of 64 x 64. ds_mla: `kv` (latent bytes, 64 x 64), `scales`
+// (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands as the bf16 tile of box 8).
+struct KvMaps {
+  CUtensorMap kv;
+  CUtensorMap scales;
+  CUtensorMap rope;
 };
 
 // Named barrier ids (0 is __syncthreads).
@@ -37,9 +53,11 @@ enum NamedBarrier : int {
   kBarConsumers = 1,  // both consumer warpgroups (256 threads)
   kBarPReady = 2,     // the owner of a tile published P, its row max and alpha (256)
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
+  kBarDequant = 6,    // the dequantizing warps of the producer warpgroup (FP8 caches, 96)
 };
 
-// Everything lives in one 1024-B aligned block: the swizzled operands need 1024-B atoms.
+// Everything lives in one 1024-B aligned block (FP8 pages land raw in the upper part of their
+// stage and are expanded in place: fp8_stage.cuh): the swizzled operands need 1024-B atoms.
 struct alignas(1024) WideSharedStorage {
   uint8_t q[WideConfig::kTileBytes];                     // Q: 9 boxes of 64 rows x 64 dims, SW128
   uint8_t kv[WideConfig::kStages][WideConfig::kTileBytes];  // KV tiles, 9 boxes of 64 tokens x 64 dims
@@ -47,7 +65,8 @@ struct alignas(1024) WideSharedStorage {
   float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
-  uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box landed (or a bad page was skipped)
+  uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
+  uint64_t raw[WideConfig::kStages][WideConfig::kBoxes];   // FP8: a raw box landed (or was skipped)
   uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
 };
 

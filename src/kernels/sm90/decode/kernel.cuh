@@ -2,7 +2,9 @@
 //
 // CTA (m_tile, part), 3 warpgroups:
 //   producer  (warp 0, one lane): per KV tile, reads and range-checks the page id, waits for the
-//             stage to be free and issues 9 TMA boxes (page id = third coordinate of the map).
+//             stage to be free and issues the TMA boxes (page id = third coordinate of the map):
+//             9 tiles of a 16-bit cache, or an FP8 page as stored, which warps 1-3 then expand in
+//             place into the same 9 tiles (fp8_stage.cuh).
 //   consumers 0 and 1: consumer c owns O[:, 256c, +256). Tiles alternate owners (tile j of a
 //             segment belongs to consumer j % 2). The owner computes S = Q K^T (36 wgmma
 //             m64n64k16), masks, runs the online-softmax step, publishes P (bf16/fp16), the new row
@@ -31,6 +33,7 @@
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
+#include "kernels/sm90/decode/fp8_stage.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90 {
@@ -327,9 +330,51 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-template <typename T>
+// Producer thread: one page into a stage (16-bit: the 9 tiles; FP8: the raw boxes, each completing
+// its `raw` barrier). A bad page id is never a coordinate: the barriers complete without data.
+template <int kKind>
+__device__ __forceinline__ void load_page(WideSharedStorage& sm, const KvMaps& maps, int stage, int page, bool valid,
+                                          uint64_t policy) {
+  uint8_t* dst = sm.kv[stage];
+  if constexpr (kKind == kKv16Bit) {
+#pragma unroll
+    for (int box = 0; box < Cfg::kBoxes; ++box) {
+      if (!valid) {
+        mbarrier_arrive(&sm.full[stage][box]);
+        continue;
+      }
+      mbarrier_arrive_expect_tx(&sm.full[stage][box], Cfg::kBoxBytes);
+      tma_load_3d(dst + box * Cfg::kBoxBytes, &maps.kv, box * Cfg::kBoxDims, 0, page, &sm.full[stage][box], policy);
+    }
+  } else {
+    using L = Fp8StageLayout<kKind>;
+#pragma unroll
+    for (int box = 0; box < L::kExpandedBoxes; ++box) {
+      uint64_t* bar = &sm.raw[stage][box];
+      if (!valid) {
+        mbarrier_arrive(bar);
+        continue;
+      }
+      const bool with_scales = L::kHasScales && box == 0;  // the scales ride on box 0's barrier
+      mbarrier_arrive_expect_tx(bar, L::kRawBoxBytes + (with_scales ? L::kScalesBytes : 0));
+      if (with_scales) tma_load_3d(dst + L::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
+      tma_load_3d(dst + L::kRawOffset + box * L::kRawBoxBytes, &maps.kv, box * 64, 0, page, bar, policy);
+    }
+    if constexpr (kKind == kKvDsMla) {
+      uint64_t* bar = &sm.raw[stage][8];
+      if (!valid) {
+        mbarrier_arrive(bar);
+      } else {
+        mbarrier_arrive_expect_tx(bar, Cfg::kBoxBytes);
+        tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
+      }
+    }
+  }
+}
+
+template <typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    wide_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
+    wide_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   extern __shared__ uint8_t smem_raw[];
   WideSharedStorage& sm =
       *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -339,7 +384,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      for (int b = 0; b < Cfg::kBoxes; ++b) mbarrier_init(&sm.full[s][b], 1);
+      for (int b = 0; b < Cfg::kBoxes; ++b) {
+        // 16-bit: the producer's expect_tx arrival; FP8: one arrival per dequantizing warp.
+        mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantWarps);
+        mbarrier_init(&sm.raw[s][b], 1);
+      }
       mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
     }
     fence_barrier_init();
@@ -357,9 +406,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
-    warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    warpgroup_reg_dealloc<Cfg::producer_regs(kKind)>();
+    if constexpr (kKind != kKv16Bit) {
+      if (threadIdx.x >= 32) {  // the dequantizing warps follow the same tiles as the copies
+        uint32_t it = 0;
+        for (int req = part.begin_req; req <= part.end_req; ++req) {
+          const Segment seg = make_segment(p, part, part_idx, req);
+          for (int block = seg.block_begin; block < seg.block_end; ++block, ++it)
+            expand_stage<T, kKind>(sm, it % Cfg::kStages, (it / Cfg::kStages) & 1, threadIdx.x - 32, threadIdx.x % 32);
+        }
+        return;
+      }
+    }
     if (threadIdx.x != 0) return;
-    prefetch_tensor_map(&kv_map);
+    prefetch_tensor_map(&maps.kv);
+    if constexpr (kKind == kKvDsMla) {
+      prefetch_tensor_map(&maps.scales);
+      prefetch_tensor_map(&maps.rope);
+    }
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -368,25 +432,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int stage = it % Cfg::kStages;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
-        if (page >= 0 && page < p.num_pages) {
-#pragma unroll
-          for (int box = 0; box < Cfg::kBoxes; ++box) {
-            mbarrier_arrive_expect_tx(&sm.full[stage][box], Cfg::kBoxBytes);
-            tma_load_3d(sm.kv[stage] + box * Cfg::kBoxBytes, &kv_map, box * Cfg::kBoxDims, 0, page,
-                        &sm.full[stage][box], policy);
-          }
-        } else {
-          // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
-          atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
-          for (int box = 0; box < Cfg::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
-        }
+        const bool valid = page >= 0 && page < p.num_pages;
+        // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
+        if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+        load_page<kKind>(sm, maps, stage, page, valid, policy);
       }
     }
     return;
   }
 
   // ---------------- consumers ----------------
-  warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  warpgroup_reg_alloc<Cfg::consumer_regs(kKind)>();
   const int me = warpgroup - 1;                       // consumer index = O column half
   const int tid = threadIdx.x - 128;                  // 0..255 over both consumers
   const int t = tid % 128, warp = t / 32, lane = t % 32;

@@ -1,9 +1,12 @@
-// KV tensor map (page id as the third coordinate) and dispatch on the query type.
+// KV tensor maps (page id as the third coordinate) and dispatch on the query type and cache kind.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
+#include "kernels/common/kv_kind.h"
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/config.h"
 #include "kernels/sm90/decode/launch.h"
@@ -26,24 +29,60 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// The whole 16-bit cache as a 3-D tensor (dim, token in page, page): box (64 dims, 64 tokens, 1
-// page) with the 128-B swizzle that wgmma's K-major and MN-major SW128 operands expect.
-cudaError_t encode_kv_map(const DecodeParams& p, bool bf16, CUtensorMap* map) {
+// One 3-D tensor map over the cache (token bytes, token in page, page): `row_elems` elements of
+// `type` per token row, boxes of (box_elems, 64 tokens, 1 page).
+cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem_bytes, int row_elems, int box_elems,
+                       CUtensorMapSwizzle swizzle, CUtensorMap* map) {
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
+  const uint64_t token_bytes = static_cast<uint64_t>(row_elems) * elem_bytes;
   // With a single page the page stride is never used (and not validated); any legal value does.
-  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes)
-                                               : static_cast<uint64_t>(WideConfig::kTileBytes);
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kHeadDimQK), static_cast<cuuint64_t>(kPageTokens),
+  const uint64_t page_stride =
+      p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : token_bytes * kPageTokens;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(row_elems), static_cast<cuuint64_t>(kPageTokens),
                               static_cast<cuuint64_t>(p.num_pages)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kHeadDimQK * 2), page_stride};
-  const cuuint32_t box[3] = {WideConfig::kBoxDims, WideConfig::kTokens, 1};
+  const cuuint64_t strides[2] = {token_bytes, page_stride};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_elems), static_cast<cuuint32_t>(kPageTokens), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                            const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, type, 3, const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The maps the kernel of a kind reads (kernel.cuh, KvMaps). 16-bit: tiles of 64 dims with the
+// 128-B swizzle that wgmma's K-major and MN-major SW128 operands expect. FP8: raw bytes.
+cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
+  constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  switch (format) {
+    case KVFormat::kBF16:
+    case KVFormat::kFP16:
+      return encode_map(p, format == KVFormat::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        2, kHeadDimQK, WideConfig::kBoxDims, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+    case KVFormat::kFP8E4M3:
+      return encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+    case KVFormat::kFP8DsMla: {
+      cudaError_t e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 16, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->scales);
+      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->rope);
+      return e;
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Calls fn(T{}, kind constant) for the query type and cache format.
+template <class Fn>
+cudaError_t with_kernel(KVFormat format, bool q_is_bf16, Fn&& fn) {
+  const auto call = [&](auto t) -> cudaError_t {
+    switch (kv_kind(format)) {
+      case kKv16Bit: return fn(t, std::integral_constant<int, kKv16Bit>{});
+      case kKvE4M3: return fn(t, std::integral_constant<int, kKvE4M3>{});
+      case kKvDsMla: return fn(t, std::integral_constant<int, kKvDsMla>{});
+    }
+    return cudaErrorInvalidValue;
+  };
+  return q_is_bf16 ? call(__nv_bfloat16{}) : call(__half{});
 }
 
 }  // namespace
@@ -52,15 +91,19 @@ cudaError_t encode_kv_map(const DecodeParams& p, bool bf16, CUtensorMap* map) {
 
 namespace openmla::kernels {
 
-cudaError_t prepare_sm90_decode(bool q_is_bf16) {
-  return q_is_bf16 ? sm90::prepare_wide_decode_kernel<__nv_bfloat16>() : sm90::prepare_wide_decode_kernel<__half>();
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16) {
+  return sm90::with_kernel(format, q_is_bf16, [](auto t, auto kind) {
+    return sm90::prepare_wide_decode_kernel<decltype(t), decltype(kind)::value>();
+  });
 }
 
-cudaError_t launch_sm90_decode(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
-  alignas(64) CUtensorMap map;
-  if (const cudaError_t e = sm90::encode_kv_map(p, q_is_bf16, &map); e != cudaSuccess) return e;
-  return q_is_bf16 ? sm90::run_wide_decode<__nv_bfloat16>(p, &map, programmatic, stream)
-                   : sm90::run_wide_decode<__half>(p, &map, programmatic, stream);
+cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
+                               cudaStream_t stream) {
+  alignas(64) sm90::KvMaps maps;
+  if (const cudaError_t e = sm90::encode_kv_maps(p, format, &maps); e != cudaSuccess) return e;
+  return sm90::with_kernel(format, q_is_bf16, [&](auto t, auto kind) {
+    return sm90::run_wide_decode<decltype(t), decltype(kind)::value>(p, maps, programmatic, stream);
+  });
 }
 
 }  // namespace openmla::kernels

@@ -1,4 +1,4 @@
-// Definitions behind launch.h for one query type; included by the instantiation files.
+// Definitions behind launch.h for one query type and cache kind; included by the instantiation files.
 #pragma once
 
 #include "kernels/common/launch.h"
@@ -7,22 +7,21 @@
 
 namespace openmla::kernels::sm90 {
 
-template <typename T>
+template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel() {
-  return cudaFuncSetAttribute(wide_decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(wide_decode_kernel<T, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(kWideSmemBytes));
 }
 
-template <typename T>
-cudaError_t run_wide_decode(const DecodeParams& p, const void* kv_map, bool programmatic,
-                            cudaStream_t stream) {
+template <typename T, int kKind>
+cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
-  return launch_kernel(wide_decode_kernel<T>, grid, WideConfig::kThreads, kWideSmemBytes, stream, programmatic, p,
-                       *static_cast<const CUtensorMap*>(kv_map));
+  return launch_kernel(wide_decode_kernel<T, kKind>, grid, WideConfig::kThreads, kWideSmemBytes, stream, programmatic,
+                       p, maps);
 }
 
-#define OPENMLA_INSTANTIATE_SM90_WIDE(T)                                                                     \
-  template cudaError_t run_wide_decode<T>(const DecodeParams&, const void*, bool, cudaStream_t); \
-  template cudaError_t prepare_wide_decode_kernel<T>();
+#define OPENMLA_INSTANTIATE_SM90_WIDE(T, KIND)                                                           \
+  template cudaError_t run_wide_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
+  template cudaError_t prepare_wide_decode_kernel<T, KIND>();
 
 }  // namespace openmla::kernels::sm90
