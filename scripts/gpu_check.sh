@@ -49,7 +49,12 @@ tests="$bin/tests/openmla_gpu_tests"
 for backend in ${BACKENDS:-sm90 portable}; do
   filter='*'
   [ "$backend" = sm90 ] && filter='-*Portable*'
-  OPENMLA_BACKEND=$backend "$tests" --gtest_brief=1 --gtest_filter="$filter" 2>&1 | tee "$out/gpu_tests_$backend.log" | tail -25
+  # A time limit per suite: a hung kernel must not cost the rest of the batch. The full log names
+  # the test that was running.
+  OPENMLA_BACKEND=$backend timeout "${TEST_TIMEOUT:-300}" "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$backend.log" 2>&1
+  rc=$?
+  grep -E '^\[  FAILED  \]' "$out/gpu_tests_$backend.log" | head -25
+  [ $rc = 124 ] && note "gpu tests ($backend): TIMED OUT in $(grep -E '^\[ RUN' "$out/gpu_tests_$backend.log" | tail -1)"
   note "gpu tests ($backend): $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests_$backend.log" | tr '\n' ' ')"
 done
 
@@ -65,10 +70,10 @@ if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -f examples/speculative
 fi
 
 if [ "$grid" != none ]; then
-  "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
+  timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
   # The FP8 issue's shapes, every format, on the default (sm90) and the portable backend.
   for backend in ${FP8_BACKENDS:-auto portable}; do
-    "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" \
+    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" \
       --json "$out/bench_fp8_$backend.json" 2>&1 | tee "$out/bench_fp8_$backend.txt" | tail -n 20
   done
 fi

@@ -131,18 +131,25 @@ __device__ __forceinline__ void expand_chunk(uint4 raw, float scale, uint4& lo, 
       }
     }
   } else {
-    // e4m3 -> f16 is exact in hardware (cvt, sm_89+); a ds_mla scale is applied in float.
+    // e4m3 -> f16 is exact in hardware (cvt, sm_89+). A ds_mla scale that is a power of two in
+    // [2^-14, 2^7] multiplies exactly in f16 (|product| <= 57,344; subnormal results are exact
+    // multiples of 2^-23); any other scale is applied in float and rounded once.
+    const bool exact_half_scale = scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0;
+    const __half2 mul = __float2half2_rn(scale);
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
       const __half2_raw h =
           __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
-      if (scale == 1.f) {
-        out[w] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-      } else {
-        const float2 f = __half22float2(__half2(h));
-        const __half2 v = __floats2half2_rn(f.x * scale, f.y * scale);
-        out[w] = *reinterpret_cast<const uint32_t*>(&v);
+      __half2 v = __half2(h);
+      if (scale != 1.f) {
+        if (exact_half_scale) {
+          v = __hmul2(v, mul);
+        } else {
+          const float2 f = __half22float2(v);
+          v = __floats2half2_rn(f.x * scale, f.y * scale);
+        }
       }
+      out[w] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
   lo = make_uint4(out[0], out[1], out[2], out[3]);

@@ -9,6 +9,14 @@ namespace openmla::kernels::sm90 {
 
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel() {
+  // setmaxnreg.inc waits for registers that setmaxnreg.dec released in the same CTA: a budget
+  // beyond the launch's register count would hang, so refuse it here.
+  cudaFuncAttributes attributes{};
+  if (const cudaError_t e = cudaFuncGetAttributes(&attributes, wide_decode_kernel<T, kKind>); e != cudaSuccess)
+    return e;
+  if (WideConfig::producer_regs(kKind) + WideConfig::kConsumers * WideConfig::consumer_regs(kKind) >
+      (1 + WideConfig::kConsumers) * attributes.numRegs)
+    return cudaErrorInvalidConfiguration;
   return cudaFuncSetAttribute(wide_decode_kernel<T, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(kWideSmemBytes));
 }
