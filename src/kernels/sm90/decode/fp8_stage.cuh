@@ -84,12 +84,15 @@ static_assert(Fp8StageLayout<kKvE4M3>::kRawOffset % 128 == 0 && Fp8StageLayout<k
 
 // ---- e4m3 -> bf16 / fp16 -----------------------------------------------------------------------
 
-// Two e4m3 at bits 8-15 and 24-31 -> bf16x2 of value x 2^-120: the sign stays, exponent and
-// mantissa move 4 bits down into bf16's fields. Exact for every finite e4m3, subnormals included
-// (they become bf16 subnormals). The NaN encodings (|byte| = 0x7F) would read as +-480: chunks
-// holding one take the exact path (has_e4m3_nan).
-__device__ __forceinline__ uint32_t e4m3x2_bits_to_bf16x2_scaled_down(uint32_t spread) {
-  return (spread & 0x80008000u) | ((spread & 0x7F007F00u) >> 4);
+// e4m3 pair (bytes lo, hi of w) -> bf16x2 of value x 2^-120: prmt sign-extends each byte to 16
+// bits, and << 4 with the mask keeps the sign at bit 15 and moves exponent and mantissa into bf16's
+// fields. Exact for every finite e4m3, subnormals included (they become bf16 subnormals). The NaN
+// encodings (|byte| = 0x7F) would read as +-480: chunks holding one take the exact path.
+template <uint32_t kSelector>  // 0x9180: bytes 0, 1; 0xB3A2: bytes 2, 3
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_scaled_down(uint32_t w) {
+  uint32_t sext;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(sext) : "r"(w), "n"(kSelector));
+  return (sext << 4) & 0x87F087F0u;
 }
 
 // Whether any of 16 e4m3 is NaN: (b & 0x7F) + 1 reaches 0x80 only for 0x7F, without carries.
@@ -117,8 +120,8 @@ __device__ __forceinline__ void expand_chunk(uint4 raw, float scale, uint4& lo, 
       const __nv_bfloat162 mul = __float2bfloat162_rn(scale * 0x1p120f);
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        out[2 * w + 0] = bf16x2_mul(e4m3x2_bits_to_bf16x2_scaled_down(__byte_perm(words[w], 0u, 0x1404)), mul);
-        out[2 * w + 1] = bf16x2_mul(e4m3x2_bits_to_bf16x2_scaled_down(__byte_perm(words[w], 0u, 0x3424)), mul);
+        out[2 * w + 0] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0x9180>(words[w]), mul);
+        out[2 * w + 1] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0xB3A2>(words[w]), mul);
       }
     } else {
 #pragma unroll
@@ -172,7 +175,7 @@ __device__ __forceinline__ void expand_box(uint8_t* stage, int box, int d, bool 
   for (int k = 0; k < kPerThread; ++k) {
     const int i = first + k * WideConfig::kDequantThreads;
     if (i < kTasks) {
-      const int token = i / 4, chunk = i % 4;
+      const unsigned token = unsigned(i) / 4, chunk = unsigned(i) % 4;
       raw[k] = *reinterpret_cast<const uint4*>(stage + L::kRawOffset + box * L::kRawBoxBytes + token * 64 + chunk * 16);
       scale[k] = 1.f;
       if constexpr (L::kHasScales)
@@ -184,7 +187,7 @@ __device__ __forceinline__ void expand_box(uint8_t* stage, int box, int d, bool 
   for (int k = 0; k < kPerThread; ++k) {
     const int i = first + k * WideConfig::kDequantThreads;
     if (i < kTasks) {
-      const int token = i / 4, chunk = i % 4;
+      const unsigned token = unsigned(i) / 4, chunk = unsigned(i) % 4;
       uint4 lo, hi;
       expand_chunk<T>(raw[k], scale[k], lo, hi);
       uint8_t* row = stage + box * WideConfig::kBoxBytes + token * 128;

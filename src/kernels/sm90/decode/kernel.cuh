@@ -376,8 +376,10 @@ template <typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   extern __shared__ uint8_t smem_raw[];
+  // Aligned by pointer arithmetic on the shared array (not through an integer), so that the
+  // compiler keeps the address space: shared-memory loads and stores (LDS/STS), not generic ones.
   WideSharedStorage& sm =
-      *reinterpret_cast<WideSharedStorage*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+      *reinterpret_cast<WideSharedStorage*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   // Broadcast from lane 0 so that the compiler knows the role is uniform across the warp: wgmma
   // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
