@@ -36,8 +36,8 @@ struct WideConfig {
   // the dequantizing warps 64 (at 40 they spill) and the consumers 216 (they compile to <= 168).
   static constexpr int producer_regs(int kind) { return kind == kKv16Bit ? 40 : 56; }
   static constexpr int consumer_regs(int kind) { return kind == kKv16Bit ? 232 : 224; }
-  // FP8 caches: warp 0 of the producer warpgroup issues the copies, warps 1-3 dequantize.
-  static constexpr int kDequantWarps = 3;
+  // FP8 caches: the producer warpgroup's four warps dequantize (fp8_stage.cuh).
+  static constexpr int kDequantWarps = 4;
   static constexpr int kDequantThreads = kDequantWarps * 32;
 };
 
@@ -55,7 +55,7 @@ enum NamedBarrier : int {
   kBarConsumers = 1,  // both consumer warpgroups (256 threads)
   kBarPReady = 2,     // the owner of a tile published P, its row max and alpha (256)
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
-  kBarDequant = 6,    // the dequantizing warps of the producer warpgroup (FP8 caches, 96)
+  kBarDequant = 6,    // the dequantizing warps of the producer warpgroup (FP8 caches, 128)
 };
 
 // Everything lives in one 1024-B aligned block (FP8 pages land raw in the upper part of their

@@ -1,9 +1,10 @@
 // FP8 pages in the sm90a pipeline. A quantized page is copied by TMA as stored into the upper
 // part of its 73,728-B stage and expanded in place, box by box, into the nine swizzled 64 x 64
 // tiles of the query's type that the consumers read. An FP8 stage therefore costs no shared memory
-// beyond a 16-bit one, and two pages stay in flight as with 16-bit caches. Warp 0 of the producer
-// warpgroup issues the copies; warps 1-3 (96 threads) expand, and each box they finish completes
-// the box's `full` barrier, so the consumers' S = Q K^T starts on box 0 while box 8 is expanded.
+// beyond a 16-bit one, and two pages stay in flight as with 16-bit caches. The four warps of the
+// producer warpgroup expand (one of their lanes also issues the copies), and each box they finish
+// completes the box's `full` barrier, so the consumers' S = Q K^T starts on box 0 while box 8 is
+// being expanded.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,7 +14,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/decode_params.h"
 #include "kernels/common/kv_kind.h"
+#include "kernels/common/mma_sm80.cuh"  // pack2
+#include "kernels/common/segment.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/decode/config.h"
 
@@ -107,51 +111,61 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
 }
 
 // 16 e4m3 (value i in byte i) -> values 0-7 (lo) and 8-15 (hi) in T, each times `scale` (1 for
-// per-tensor e4m3, whose scale is folded into the softmax scale and the output).
+// per-tensor e4m3, whose scale is folded into the softmax scale and the output): the exact path,
+// for every input (NaN encodings and any scale included). e4m3 -> f16 is exact in hardware (cvt,
+// sm_89+); the scale is applied in float and rounded once.
 template <typename T>
-__device__ __forceinline__ void expand_chunk(uint4 raw, float scale, uint4& lo, uint4& hi) {
+__device__ __forceinline__ void expand_chunk_exact(uint4 raw, float scale, uint4& lo, uint4& hi) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int w = 0; w < 8; ++w) {
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
+    if (std::is_same_v<T, __half> && scale == 1.f) {
+      out[w] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+      continue;
+    }
+    const float2 f = __half22float2(__half2(h));
+    out[w] = pack2<T>(f.x * scale, f.y * scale);
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// The fast path, for chunks without NaN encodings and with a scale the fast factor holds.
+//   bf16: bit moves plus one multiply by 2^120 x scale (exact for power-of-two scales, which
+//         FlashMLA's quantizer and write_kv produce; others round twice, bf16-level error).
+//   fp16: the hardware conversion, times a power-of-two scale in [2^-14, 2^7] in f16 (exact:
+//         |product| <= 57,344, subnormal results are multiples of 2^-23).
+template <typename T>
+__device__ __forceinline__ bool fast_path_holds(uint4 raw, float scale) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return scale < 256.f && !has_e4m3_nan(raw);
+  } else {
+    return scale == 1.f ||
+           (scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void expand_chunk_fast(uint4 raw, float scale, uint4& lo, uint4& hi) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t out[8];
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    // x 2^120 restores the value; with a ds_mla tile scale the product is exact for power-of-two
-    // scales (FlashMLA's quantizer and write_kv). Scales >= 2^8 would overflow the bf16 factor;
-    // they and NaN encodings take the float path (e4m3 -> f16 in hardware, exact, NaN kept).
-    if (scale < 256.f && !has_e4m3_nan(raw)) {
-      const __nv_bfloat162 mul = __float2bfloat162_rn(scale * 0x1p120f);
+    const __nv_bfloat162 mul = __float2bfloat162_rn(scale * 0x1p120f);
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        out[2 * w + 0] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0x9180>(words[w]), mul);
-        out[2 * w + 1] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0xB3A2>(words[w]), mul);
-      }
-    } else {
-#pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        const __half2_raw h =
-            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
-        const float2 f = __half22float2(__half2(h));
-        const __nv_bfloat162 v = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-        out[w] = *reinterpret_cast<const uint32_t*>(&v);
-      }
+    for (int w = 0; w < 4; ++w) {
+      out[2 * w + 0] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0x9180>(words[w]), mul);
+      out[2 * w + 1] = bf16x2_mul(e4m3x2_to_bf16x2_scaled_down<0xB3A2>(words[w]), mul);
     }
   } else {
-    // e4m3 -> f16 is exact in hardware (cvt, sm_89+). A ds_mla scale that is a power of two in
-    // [2^-14, 2^7] multiplies exactly in f16 (|product| <= 57,344; subnormal results are exact
-    // multiples of 2^-23); any other scale is applied in float and rounded once.
-    const bool exact_half_scale = scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0;
     const __half2 mul = __float2half2_rn(scale);
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
       const __half2_raw h =
           __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
       __half2 v = __half2(h);
-      if (scale != 1.f) {
-        if (exact_half_scale) {
-          v = __hmul2(v, mul);
-        } else {
-          const float2 f = __half22float2(v);
-          v = __floats2half2_rn(f.x * scale, f.y * scale);
-        }
-      }
+      if (scale != 1.f) v = __hmul2(v, mul);
       out[w] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
@@ -161,79 +175,147 @@ __device__ __forceinline__ void expand_chunk(uint4 raw, float scale, uint4& lo, 
 
 // ---- the expansion -----------------------------------------------------------------------------
 
-// Output box `box` of a stage from its raw box: 256 tasks (token, 16-value chunk) over 96 threads,
-// the starting thread rotating by a warp per box so that every warp does 8 tasks per 3 boxes.
-template <typename T, int kKind>
-__device__ __forceinline__ void expand_box(uint8_t* stage, int box, int d, bool barrier_before_writes) {
-  using L = Fp8StageLayout<kKind>;
-  constexpr int kTasks = WideConfig::kTokens * 4;
-  constexpr int kPerThread = (kTasks + WideConfig::kDequantThreads - 1) / WideConfig::kDequantThreads;
-  const int first = (d + 32 * (box % 3)) % WideConfig::kDequantThreads;
-  uint4 raw[kPerThread];
-  float scale[kPerThread];
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int i = first + k * WideConfig::kDequantThreads;
-    if (i < kTasks) {
-      const unsigned token = unsigned(i) / 4, chunk = unsigned(i) % 4;
-      raw[k] = *reinterpret_cast<const uint4*>(stage + L::kRawOffset + box * L::kRawBoxBytes + token * 64 + chunk * 16);
-      scale[k] = 1.f;
-      if constexpr (L::kHasScales)
-        scale[k] = *reinterpret_cast<const float*>(stage + L::kScalesOffset + token * 16 + (box / 2) * 4);
+// The tiles of a CTA's part in order, (request, block): the copies run ahead of the expansion on
+// the same sequence as the consumers.
+struct TileCursor {
+  const DecodeParams& p;
+  const SplitPart& part;
+  int part_idx;
+  int req, block = 0, block_end = 0;
+
+  __device__ TileCursor(const DecodeParams& params, const SplitPart& sp, int idx)
+      : p(params), part(sp), part_idx(idx), req(sp.begin_req - 1) {
+    next_request();
+  }
+  __device__ bool valid() const { return req <= part.end_req; }
+  __device__ void next() {
+    if (++block >= block_end) next_request();
+  }
+  __device__ void next_request() {
+    while (++req <= part.end_req) {
+      const Segment seg = make_segment(p, part, part_idx, req);
+      block = seg.block_begin;
+      block_end = seg.block_end;
+      if (block < block_end) return;
     }
+  }
+};
+
+// A thread's two tasks per box: token t/4 and t/4 + 32, 16-value chunk t%4 (64 tokens x 4 chunks
+// over 128 threads; both tokens share the row's swizzle phase).
+struct ExpandTasks {
+  uint32_t raw;      // byte offset of the first task's chunk in a raw box
+  uint32_t scale;    // byte offset of the first task's token scales (ds_mla)
+  uint32_t out_lo;   // byte offsets of its two output chunks in an output box
+  uint32_t out_hi;
+  __device__ explicit ExpandTasks(int t) {
+    const uint32_t token = t / 4, chunk = t % 4;
+    raw = token * 64 + chunk * 16;
+    scale = token * 16;
+    out_lo = token * 128 + (((2 * chunk) ^ (token & 7)) << 4);
+    out_hi = token * 128 + (((2 * chunk + 1) ^ (token & 7)) << 4);
+  }
+  static constexpr uint32_t kSecondRaw = 32 * 64, kSecondScale = 32 * 16, kSecondOut = 32 * 128;
+};
+
+// Output box `box` of a stage from its raw box (the two tasks; one branch for both).
+template <typename T, int kKind>
+__device__ __forceinline__ void expand_box(uint8_t* stage, int box, const ExpandTasks& tasks,
+                                           bool barrier_before_writes) {
+  using L = Fp8StageLayout<kKind>;
+  const uint8_t* raw = stage + L::kRawOffset + box * L::kRawBoxBytes + tasks.raw;
+  const uint4 r0 = *reinterpret_cast<const uint4*>(raw);
+  const uint4 r1 = *reinterpret_cast<const uint4*>(raw + ExpandTasks::kSecondRaw);
+  float s0 = 1.f, s1 = 1.f;
+  if constexpr (L::kHasScales) {
+    const uint8_t* scales = stage + L::kScalesOffset + tasks.scale + (box / 2) * 4;
+    s0 = *reinterpret_cast<const float*>(scales);
+    s1 = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
   }
   if (barrier_before_writes) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int i = first + k * WideConfig::kDequantThreads;
-    if (i < kTasks) {
-      const unsigned token = unsigned(i) / 4, chunk = unsigned(i) % 4;
-      uint4 lo, hi;
-      expand_chunk<T>(raw[k], scale[k], lo, hi);
-      uint8_t* row = stage + box * WideConfig::kBoxBytes + token * 128;
-      *reinterpret_cast<uint4*>(row + (((2 * chunk) ^ (token & 7)) << 4)) = lo;
-      *reinterpret_cast<uint4*>(row + (((2 * chunk + 1) ^ (token & 7)) << 4)) = hi;
-    }
+  uint4 lo0, hi0, lo1, hi1;
+  if (fast_path_holds<T>(r0, s0) && fast_path_holds<T>(r1, s1)) {
+    expand_chunk_fast<T>(r0, s0, lo0, hi0);
+    expand_chunk_fast<T>(r1, s1, lo1, hi1);
+  } else {
+    expand_chunk_exact<T>(r0, s0, lo0, hi0);
+    expand_chunk_exact<T>(r1, s1, lo1, hi1);
   }
+  uint8_t* out = stage + box * WideConfig::kBoxBytes;
+  *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
+  *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
+  *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
+  *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
 }
 
 // ds_mla rope (box 8, landed in place as bf16) for an fp16 query: rounded once, chunk by chunk.
-__device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int d) {
+__device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
   uint8_t* box = stage + Fp8StageLayout<kKvDsMla>::kRopeOffset;
-  for (int i = d; i < WideConfig::kBoxBytes / 16; i += WideConfig::kDequantThreads) {
+#pragma unroll
+  for (int i = t; i < WideConfig::kBoxBytes / 16; i += WideConfig::kDequantThreads) {
     uint4 v = *reinterpret_cast<const uint4*>(box + i * 16);
     uint32_t* w = reinterpret_cast<uint32_t*>(&v);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
-      const __half2 h = __floats2half2_rn(f.x, f.y);
-      w[j] = *reinterpret_cast<const uint32_t*>(&h);
+      w[j] = pack2<__half>(f.x, f.y);
     }
     *reinterpret_cast<uint4*>(box + i * 16) = v;
   }
 }
 
-// One stage's page: waits for each raw box, expands it, and completes the box's `full` barrier
-// (one arrival per dequantizing warp). d = 0..95 over the dequantizing warps.
-template <typename T, int kKind>
-__device__ __forceinline__ void expand_stage(WideSharedStorage& sm, int stage, uint32_t parity, int d, int lane) {
+// The producer warpgroup for FP8 caches. All four warps expand each page box by box and complete
+// the box's `full` barrier (one arrival per warp). Lane 0 of warp 0 also issues the copies one
+// tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
+// polls that stage's `empty` barrier between boxes instead of blocking the expansion on it.
+// load_page: kernel.cuh (the copies of one page).
+template <typename T, int kKind, class LoadPage>
+__device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitPart& part, int part_idx,
+                                             WideSharedStorage& sm, LoadPage&& load_page) {
   using L = Fp8StageLayout<kKind>;
   constexpr uint32_t kBarrierSteps = expand_barrier_steps<kKind>();
-  auto box_ready = [&](int box) {
-    fence_proxy_async();  // this thread's stores are read by wgmma
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&sm.full[stage][box]);
+  const int t = threadIdx.x, lane = t % 32;
+  const bool issuer = t == 0;
+  const ExpandTasks tasks(t);
+  TileCursor expand(p, part, part_idx);
+  TileCursor load = expand;  // issuer: the next tile to copy
+  uint32_t issued = 0;       // issuer: tiles whose copies are issued
+  // Issues the next tile's copies once its stage is free: blocking, or only if free now.
+  auto issue = [&](bool block) {
+    const int stage = issued % WideConfig::kStages;
+    const uint32_t parity = ((issued / WideConfig::kStages) & 1) ^ 1;
+    if (block) {
+      mbarrier_wait(&sm.empty[stage], parity);
+    } else if (!mbarrier_test_wait(&sm.empty[stage], parity)) {
+      return;
+    }
+    load_page(stage, p.block_table[load.req * p.block_table_stride + load.block]);
+    load.next();
+    ++issued;
   };
+  for (uint32_t it = 0; expand.valid(); expand.next(), ++it) {
+    const int stage = it % WideConfig::kStages;
+    const uint32_t parity = (it / WideConfig::kStages) & 1;
+    if (issuer) {
+      while (issued <= it) issue(true);
+    }
+    auto box_ready = [&](int box) {
+      fence_proxy_async();  // this thread's stores are read by wgmma
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&sm.full[stage][box]);
+    };
 #pragma unroll 1
-  for (int box = 0; box < L::kExpandedBoxes; ++box) {
-    mbarrier_wait(&sm.raw[stage][box], parity);
-    expand_box<T, kKind>(sm.kv[stage], box, d, (kBarrierSteps >> box) & 1u);
-    box_ready(box);
-  }
-  if constexpr (kKind == kKvDsMla) {
-    mbarrier_wait(&sm.raw[stage][8], parity);
-    if constexpr (std::is_same_v<T, __half>) rope_to_fp16_in_place(sm.kv[stage], d);
-    box_ready(8);
+    for (int box = 0; box < L::kExpandedBoxes; ++box) {
+      if (issuer && issued == it + 1 && load.valid()) issue(false);
+      mbarrier_wait(&sm.raw[stage][box], parity);
+      expand_box<T, kKind>(sm.kv[stage], box, tasks, (kBarrierSteps >> box) & 1u);
+      box_ready(box);
+    }
+    if constexpr (kKind == kKvDsMla) {
+      mbarrier_wait(&sm.raw[stage][8], parity);
+      if constexpr (std::is_same_v<T, __half>) rope_to_fp16_in_place(sm.kv[stage], t);
+      box_ready(8);
+    }
   }
 }
 

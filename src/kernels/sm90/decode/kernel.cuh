@@ -3,8 +3,8 @@
 // CTA (m_tile, part), 3 warpgroups:
 //   producer  (warp 0, one lane): per KV tile, reads and range-checks the page id, waits for the
 //             stage to be free and issues the TMA boxes (page id = third coordinate of the map):
-//             9 tiles of a 16-bit cache, or an FP8 page as stored, which warps 1-3 then expand in
-//             place into the same 9 tiles (fp8_stage.cuh).
+//             9 tiles of a 16-bit cache, or an FP8 page as stored, which the producer's four
+//             warps then expand in place into the same 9 tiles (fp8_stage.cuh).
 //   consumers 0 and 1: consumer c owns O[:, 256c, +256). Tiles alternate owners (tile j of a
 //             segment belongs to consumer j % 2). The owner computes S = Q K^T (36 wgmma
 //             m64n64k16), masks, runs the online-softmax step, publishes P (bf16/fp16), the new row
@@ -410,22 +410,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // ---------------- producer ----------------
     warpgroup_reg_dealloc<Cfg::producer_regs(kKind)>();
     if constexpr (kKind != kKv16Bit) {
-      if (threadIdx.x >= 32) {  // the dequantizing warps follow the same tiles as the copies
-        uint32_t it = 0;
-        for (int req = part.begin_req; req <= part.end_req; ++req) {
-          const Segment seg = make_segment(p, part, part_idx, req);
-          for (int block = seg.block_begin; block < seg.block_end; ++block, ++it)
-            expand_stage<T, kKind>(sm, it % Cfg::kStages, (it / Cfg::kStages) & 1, threadIdx.x - 32, threadIdx.x % 32);
+      if (threadIdx.x == 0) {
+        prefetch_tensor_map(&maps.kv);
+        if constexpr (kKind == kKvDsMla) {
+          prefetch_tensor_map(&maps.scales);
+          prefetch_tensor_map(&maps.rope);
         }
-        return;
       }
+      const uint64_t policy = l2_evict_first_policy();
+      expand_pages<T, kKind>(p, part, part_idx, sm, [&](int stage, int page) {
+        const bool valid = page >= 0 && page < p.num_pages;
+        // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
+        if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+        load_page<kKind>(sm, maps, stage, page, valid, policy);
+      });
+      return;
     }
     if (threadIdx.x != 0) return;
     prefetch_tensor_map(&maps.kv);
-    if constexpr (kKind == kKvDsMla) {
-      prefetch_tensor_map(&maps.scales);
-      prefetch_tensor_map(&maps.rope);
-    }
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     for (int req = part.begin_req; req <= part.end_req; ++req) {
