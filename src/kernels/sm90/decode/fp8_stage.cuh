@@ -2,9 +2,8 @@
 // part of its 73,728-B stage and expanded in place, box by box, into the nine swizzled 64 x 64
 // tiles of the query's type that the consumers read. An FP8 stage therefore costs no shared memory
 // beyond a 16-bit one, and two pages stay in flight as with 16-bit caches. The four warps of the
-// producer warpgroup expand (one of their lanes also issues the copies), and each box they finish
-// completes the box's `full` barrier, so the consumers' S = Q K^T starts on box 0 while box 8 is
-// being expanded.
+// producer warpgroup expand (one of their lanes also issues the copies) while the consumers compute
+// on the other stage.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -218,28 +217,39 @@ struct ExpandTasks {
   static constexpr uint32_t kSecondRaw = 32 * 64, kSecondScale = 32 * 16, kSecondOut = 32 * 128;
 };
 
-// Output box `box` of a stage from its raw box (the two tasks; one branch for both).
-template <typename T, int kKind>
-__device__ __forceinline__ void expand_box(uint8_t* stage, int box, const ExpandTasks& tasks,
-                                           bool barrier_before_writes) {
+// A thread's raw input for one box: its two chunks and their tile scales.
+struct RawPair {
+  uint4 r0, r1;
+  float s0, s1;
+};
+
+template <int kKind>
+__device__ __forceinline__ RawPair load_raw_pair(const uint8_t* stage, int box, const ExpandTasks& tasks) {
   using L = Fp8StageLayout<kKind>;
   const uint8_t* raw = stage + L::kRawOffset + box * L::kRawBoxBytes + tasks.raw;
-  const uint4 r0 = *reinterpret_cast<const uint4*>(raw);
-  const uint4 r1 = *reinterpret_cast<const uint4*>(raw + ExpandTasks::kSecondRaw);
-  float s0 = 1.f, s1 = 1.f;
+  RawPair in;
+  in.r0 = *reinterpret_cast<const uint4*>(raw);
+  in.r1 = *reinterpret_cast<const uint4*>(raw + ExpandTasks::kSecondRaw);
+  in.s0 = in.s1 = 1.f;
   if constexpr (L::kHasScales) {
     const uint8_t* scales = stage + L::kScalesOffset + tasks.scale + (box / 2) * 4;
-    s0 = *reinterpret_cast<const float*>(scales);
-    s1 = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
+    in.s0 = *reinterpret_cast<const float*>(scales);
+    in.s1 = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
   }
-  if (barrier_before_writes) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
+  return in;
+}
+
+// Output box `box` from a thread's raw pair (one branch for both chunks).
+template <typename T>
+__device__ __forceinline__ void store_expanded_pair(uint8_t* stage, int box, const ExpandTasks& tasks,
+                                                    const RawPair& in) {
   uint4 lo0, hi0, lo1, hi1;
-  if (fast_path_holds<T>(r0, s0) && fast_path_holds<T>(r1, s1)) {
-    expand_chunk_fast<T>(r0, s0, lo0, hi0);
-    expand_chunk_fast<T>(r1, s1, lo1, hi1);
+  if (fast_path_holds<T>(in.r0, in.s0) && fast_path_holds<T>(in.r1, in.s1)) {
+    expand_chunk_fast<T>(in.r0, in.s0, lo0, hi0);
+    expand_chunk_fast<T>(in.r1, in.s1, lo1, hi1);
   } else {
-    expand_chunk_exact<T>(r0, s0, lo0, hi0);
-    expand_chunk_exact<T>(r1, s1, lo1, hi1);
+    expand_chunk_exact<T>(in.r0, in.s0, lo0, hi0);
+    expand_chunk_exact<T>(in.r1, in.s1, lo1, hi1);
   }
   uint8_t* out = stage + box * WideConfig::kBoxBytes;
   *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
@@ -264,8 +274,8 @@ __device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
   }
 }
 
-// The producer warpgroup for FP8 caches. All four warps expand each page box by box and complete
-// the box's `full` barrier (one arrival per warp). Lane 0 of warp 0 also issues the copies one
+// The producer warpgroup for FP8 caches. All four warps expand each page and complete its `full`
+// barriers (one arrival per warp). Lane 0 of warp 0 also issues the copies one
 // tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
 // polls that stage's `empty` barrier between boxes instead of blocking the expansion on it.
 // load_page: kernel.cuh (the copies of one page).
@@ -299,22 +309,33 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     if (issuer) {
       while (issued <= it) issue(true);
     }
-    auto box_ready = [&](int box) {
-      fence_proxy_async();  // this thread's stores are read by wgmma
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(&sm.full[stage][box]);
-    };
-#pragma unroll 1
+    // Boxes in order, software-pipelined: box j + 1 is read before box j is converted and written
+    // (a raw box is only overwritten by outputs of its own step or later, so reading ahead is safe).
+    // One proxy fence and the `full` arrivals for the whole page at the end: the consumers need
+    // every box for S anyway, and per-box fences left the expansion latency-bound.
+    uint8_t* const kv = sm.kv[stage];
+    mbarrier_wait(&sm.raw[stage][0], parity);
+    RawPair next = load_raw_pair<kKind>(kv, 0, tasks);
+#pragma unroll
     for (int box = 0; box < L::kExpandedBoxes; ++box) {
-      if (issuer && issued == it + 1 && load.valid()) issue(false);
-      mbarrier_wait(&sm.raw[stage][box], parity);
-      expand_box<T, kKind>(sm.kv[stage], box, tasks, (kBarrierSteps >> box) & 1u);
-      box_ready(box);
+      const RawPair in = next;
+      if (box + 1 < L::kExpandedBoxes) {
+        if (issuer && issued == it + 1 && load.valid()) issue(false);
+        mbarrier_wait(&sm.raw[stage][box + 1], parity);
+        next = load_raw_pair<kKind>(kv, box + 1, tasks);
+      }
+      if ((kBarrierSteps >> box) & 1u) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
+      store_expanded_pair<T>(kv, box, tasks, in);
     }
-    if constexpr (kKind == kKvDsMla) {
+    if constexpr (kKind == kKvDsMla) {  // box 8: the bf16 rope, landed in place
       mbarrier_wait(&sm.raw[stage][8], parity);
-      if constexpr (std::is_same_v<T, __half>) rope_to_fp16_in_place(sm.kv[stage], t);
-      box_ready(8);
+      if constexpr (std::is_same_v<T, __half>) rope_to_fp16_in_place(kv, t);
+    }
+    fence_proxy_async();  // this thread's stores are read by wgmma
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+      for (int box = 0; box < WideConfig::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
     }
   }
 }
