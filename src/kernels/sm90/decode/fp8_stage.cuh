@@ -109,27 +109,25 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// 16 e4m3 (value i in byte i) -> values 0-7 (lo) and 8-15 (hi) in T, each times `scale` (1 for
-// per-tensor e4m3, whose scale is folded into the softmax scale and the output): the exact path,
-// for every input (NaN encodings and any scale included). e4m3 -> f16 is exact in hardware (cvt,
-// sm_89+); the scale is applied in float and rounded once.
+// 16 e4m3 (value i in byte i) -> values 0-7 and 8-15 in T, each times `scale` (1 for per-tensor
+// e4m3, whose scale is folded into the softmax scale and the output), stored at the shared
+// addresses lo / hi: the exact path, for every input (NaN encodings and any scale included).
+// e4m3 -> f16 is exact in hardware (cvt, sm_89+); the scale is applied in float and rounded once.
+// Not inlined: it is the cold path, and inlined into the expansion loop it cost instruction-cache
+// misses there.
 template <typename T>
-__device__ __forceinline__ void expand_chunk_exact(uint4 raw, float scale, uint4& lo, uint4& hi) {
+__device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t lo, uint32_t hi) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t out[8];
 #pragma unroll
   for (int w = 0; w < 8; ++w) {
     const __half2_raw h =
         __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
-    if (std::is_same_v<T, __half> && scale == 1.f) {
-      out[w] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-      continue;
-    }
     const float2 f = __half22float2(__half2(h));
     out[w] = pack2<T>(f.x * scale, f.y * scale);
   }
-  lo = make_uint4(out[0], out[1], out[2], out[3]);
-  hi = make_uint4(out[4], out[5], out[6], out[7]);
+  st_shared_v4(lo, make_uint4(out[0], out[1], out[2], out[3]));
+  st_shared_v4(hi, make_uint4(out[4], out[5], out[6], out[7]));
 }
 
 // The fast path, for chunks without NaN encodings and with a scale the fast factor holds.
@@ -243,19 +241,21 @@ __device__ __forceinline__ RawPair load_raw_pair(const uint8_t* stage, int box, 
 template <typename T>
 __device__ __forceinline__ void store_expanded_pair(uint8_t* stage, int box, const ExpandTasks& tasks,
                                                     const RawPair& in) {
-  uint4 lo0, hi0, lo1, hi1;
+  uint8_t* out = stage + box * WideConfig::kBoxBytes;
   if (fast_path_holds<T>(in.r0, in.s0) && fast_path_holds<T>(in.r1, in.s1)) {
+    uint4 lo0, hi0, lo1, hi1;
     expand_chunk_fast<T>(in.r0, in.s0, lo0, hi0);
     expand_chunk_fast<T>(in.r1, in.s1, lo1, hi1);
+    *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
+    *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
+    *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
+    *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
   } else {
-    expand_chunk_exact<T>(in.r0, in.s0, lo0, hi0);
-    expand_chunk_exact<T>(in.r1, in.s1, lo1, hi1);
+    const uint32_t base = smem_u32(out);
+    expand_chunk_exact<T>(in.r0, in.s0, base + tasks.out_lo, base + tasks.out_hi);
+    expand_chunk_exact<T>(in.r1, in.s1, base + tasks.out_lo + ExpandTasks::kSecondOut,
+                          base + tasks.out_hi + ExpandTasks::kSecondOut);
   }
-  uint8_t* out = stage + box * WideConfig::kBoxBytes;
-  *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
-  *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
-  *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
-  *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
 }
 
 // ds_mla rope (box 8, landed in place as bf16) for an fp16 query: rounded once, chunk by chunk.
@@ -316,11 +316,11 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);
     RawPair next = load_raw_pair<kKind>(kv, 0, tasks);
-#pragma unroll
+#pragma unroll 1
     for (int box = 0; box < L::kExpandedBoxes; ++box) {
       const RawPair in = next;
+      if (issuer && issued == it + 1 && load.valid()) issue(false);
       if (box + 1 < L::kExpandedBoxes) {
-        if (issuer && issued == it + 1 && load.valid()) issue(false);
         mbarrier_wait(&sm.raw[stage][box + 1], parity);
         next = load_raw_pair<kKind>(kv, box + 1, tasks);
       }
