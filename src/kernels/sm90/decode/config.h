@@ -68,7 +68,7 @@ struct alignas(1024) WideSharedStorage {
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
-  uint64_t raw[WideConfig::kStages][WideConfig::kBoxes];   // FP8: a raw box landed (or was skipped)
+  uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
   uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
 };
 

@@ -136,12 +136,12 @@ __device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t
 //   fp16: the hardware conversion, times a power-of-two scale in [2^-14, 2^7] in f16 (exact:
 //         |product| <= 57,344, subnormal results are multiples of 2^-23).
 template <typename T>
-__device__ __forceinline__ bool fast_path_holds(uint4 raw, float scale) {
+__device__ __forceinline__ bool needs_exact_path(uint4 raw, float scale) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return scale < 256.f && !has_e4m3_nan(raw);
+    return !(scale < 256.f) | has_e4m3_nan(raw);
   } else {
-    return scale == 1.f ||
-           (scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0);
+    return !(scale == 1.f ||
+             (scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0));
   }
 }
 template <typename T>
@@ -215,46 +215,65 @@ struct ExpandTasks {
   static constexpr uint32_t kSecondRaw = 32 * 64, kSecondScale = 32 * 16, kSecondOut = 32 * 128;
 };
 
-// A thread's raw input for one box: its two chunks and their tile scales.
-struct RawPair {
-  uint4 r0, r1;
-  float s0, s1;
-};
-
-template <int kKind>
-__device__ __forceinline__ RawPair load_raw_pair(const uint8_t* stage, int box, const ExpandTasks& tasks) {
-  using L = Fp8StageLayout<kKind>;
-  const uint8_t* raw = stage + L::kRawOffset + box * L::kRawBoxBytes + tasks.raw;
-  RawPair in;
-  in.r0 = *reinterpret_cast<const uint4*>(raw);
-  in.r1 = *reinterpret_cast<const uint4*>(raw + ExpandTasks::kSecondRaw);
-  in.s0 = in.s1 = 1.f;
-  if constexpr (L::kHasScales) {
-    const uint8_t* scales = stage + L::kScalesOffset + tasks.scale + (box / 2) * 4;
-    in.s0 = *reinterpret_cast<const float*>(scales);
-    in.s1 = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
-  }
-  return in;
+// Boxes expanded per step: their chunks (two per thread and box) are read, then (if the step covers
+// raw bytes another thread may still read) the warps meet, then all are converted and written.
+// Three boxes give the scheduler six independent chunks; ds_mla's scales for an fp16 query take
+// the registers of the third (at three it spills under the producer's 56).
+template <typename T, int kKind>
+constexpr int expand_group_size() {
+  return kKind == kKvDsMla && std::is_same_v<T, __half> ? 2 : 3;
 }
 
-// Output box `box` from a thread's raw pair (one branch for both chunks).
-template <typename T>
-__device__ __forceinline__ void store_expanded_pair(uint8_t* stage, int box, const ExpandTasks& tasks,
-                                                    const RawPair& in) {
-  uint8_t* out = stage + box * WideConfig::kBoxBytes;
-  if (fast_path_holds<T>(in.r0, in.s0) && fast_path_holds<T>(in.r1, in.s1)) {
-    uint4 lo0, hi0, lo1, hi1;
-    expand_chunk_fast<T>(in.r0, in.s0, lo0, hi0);
-    expand_chunk_fast<T>(in.r1, in.s1, lo1, hi1);
-    *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
-    *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
-    *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
-    *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
-  } else {
-    const uint32_t base = smem_u32(out);
-    expand_chunk_exact<T>(in.r0, in.s0, base + tasks.out_lo, base + tasks.out_hi);
-    expand_chunk_exact<T>(in.r1, in.s1, base + tasks.out_lo + ExpandTasks::kSecondOut,
-                          base + tasks.out_hi + ExpandTasks::kSecondOut);
+// Whether a group of boxes needs the barrier between its reads and its writes.
+template <typename T, int kKind>
+constexpr bool group_needs_barrier(int first_box) {
+  constexpr uint32_t steps = expand_barrier_steps<kKind>();
+  return ((steps >> first_box) & ((1u << expand_group_size<T, kKind>()) - 1)) != 0;
+}
+
+// One step: boxes [first, first + group size) of a stage (fewer at the end of the page).
+template <typename T, int kKind>
+__device__ __forceinline__ void expand_group(uint8_t* stage, int first, const ExpandTasks& tasks, bool barrier) {
+  using L = Fp8StageLayout<kKind>;
+  constexpr int kExpandGroup = expand_group_size<T, kKind>();
+  uint4 raw[kExpandGroup][2];
+  float scale[kExpandGroup][2];
+  bool exact = false;
+#pragma unroll
+  for (int g = 0; g < kExpandGroup; ++g) {
+    const int box = first + g;
+    if (box >= L::kExpandedBoxes) break;
+    const uint8_t* in = stage + L::kRawOffset + box * L::kRawBoxBytes + tasks.raw;
+    raw[g][0] = *reinterpret_cast<const uint4*>(in);
+    raw[g][1] = *reinterpret_cast<const uint4*>(in + ExpandTasks::kSecondRaw);
+    scale[g][0] = scale[g][1] = 1.f;
+    if constexpr (L::kHasScales) {
+      const uint8_t* scales = stage + L::kScalesOffset + tasks.scale + (box / 2) * 4;
+      scale[g][0] = *reinterpret_cast<const float*>(scales);
+      scale[g][1] = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
+    }
+    exact |= needs_exact_path<T>(raw[g][0], scale[g][0]) | needs_exact_path<T>(raw[g][1], scale[g][1]);
+  }
+  if (barrier) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
+#pragma unroll
+  for (int g = 0; g < kExpandGroup; ++g) {
+    const int box = first + g;
+    if (box >= L::kExpandedBoxes) break;
+    uint8_t* out = stage + box * WideConfig::kBoxBytes;
+    if (!exact) {
+      uint4 lo0, hi0, lo1, hi1;
+      expand_chunk_fast<T>(raw[g][0], scale[g][0], lo0, hi0);
+      expand_chunk_fast<T>(raw[g][1], scale[g][1], lo1, hi1);
+      *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
+      *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
+      *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
+      *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
+    } else {
+      const uint32_t base = smem_u32(out);
+      expand_chunk_exact<T>(raw[g][0], scale[g][0], base + tasks.out_lo, base + tasks.out_hi);
+      expand_chunk_exact<T>(raw[g][1], scale[g][1], base + tasks.out_lo + ExpandTasks::kSecondOut,
+                            base + tasks.out_hi + ExpandTasks::kSecondOut);
+    }
   }
 }
 
@@ -283,7 +302,6 @@ template <typename T, int kKind, class LoadPage>
 __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitPart& part, int part_idx,
                                              WideSharedStorage& sm, LoadPage&& load_page) {
   using L = Fp8StageLayout<kKind>;
-  constexpr uint32_t kBarrierSteps = expand_barrier_steps<kKind>();
   const int t = threadIdx.x, lane = t % 32;
   const bool issuer = t == 0;
   const ExpandTasks tasks(t);
@@ -314,23 +332,13 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // One proxy fence and the `full` arrivals for the whole page at the end: the consumers need
     // every box for S anyway, and per-box fences left the expansion latency-bound.
     uint8_t* const kv = sm.kv[stage];
-    mbarrier_wait(&sm.raw[stage][0], parity);
-    RawPair next = load_raw_pair<kKind>(kv, 0, tasks);
-#pragma unroll 1
-    for (int box = 0; box < L::kExpandedBoxes; ++box) {
-      const RawPair in = next;
+    mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)
+#pragma unroll
+    for (int first = 0; first < L::kExpandedBoxes; first += expand_group_size<T, kKind>()) {
       if (issuer && issued == it + 1 && load.valid()) issue(false);
-      if (box + 1 < L::kExpandedBoxes) {
-        mbarrier_wait(&sm.raw[stage][box + 1], parity);
-        next = load_raw_pair<kKind>(kv, box + 1, tasks);
-      }
-      if ((kBarrierSteps >> box) & 1u) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
-      store_expanded_pair<T>(kv, box, tasks, in);
+      expand_group<T, kKind>(kv, first, tasks, group_needs_barrier<T, kKind>(first));
     }
-    if constexpr (kKind == kKvDsMla) {  // box 8: the bf16 rope, landed in place
-      mbarrier_wait(&sm.raw[stage][8], parity);
-      if constexpr (std::is_same_v<T, __half>) rope_to_fp16_in_place(kv, t);
-    }
+    if constexpr (kKind == kKvDsMla && std::is_same_v<T, __half>) rope_to_fp16_in_place(kv, t);
     fence_proxy_async();  // this thread's stores are read by wgmma
     __syncwarp();
     if (lane == 0) {

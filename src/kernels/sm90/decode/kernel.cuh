@@ -330,8 +330,9 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-// Producer thread: one page into a stage (16-bit: the 9 tiles; FP8: the raw boxes, each completing
-// its `raw` barrier). A bad page id is never a coordinate: the barriers complete without data.
+// Producer thread: one page into a stage (16-bit: the 9 tiles, each on its `full` barrier; FP8: the
+// page as stored, on the stage's `raw` barrier). A bad page id is never a coordinate: the barriers
+// complete without data.
 template <int kKind>
 __device__ __forceinline__ void load_page(WideSharedStorage& sm, const KvMaps& maps, int stage, int page, bool valid,
                                           uint64_t policy) {
@@ -347,28 +348,21 @@ __device__ __forceinline__ void load_page(WideSharedStorage& sm, const KvMaps& m
       tma_load_3d(dst + box * Cfg::kBoxBytes, &maps.kv, box * Cfg::kBoxDims, 0, page, &sm.full[stage][box], policy);
     }
   } else {
+    // The whole page completes on one barrier: the expansion starts when all of it landed.
     using L = Fp8StageLayout<kKind>;
+    uint64_t* bar = &sm.raw[stage][0];
+    if (!valid) {
+      mbarrier_arrive(bar);
+      return;
+    }
+    constexpr uint32_t kRopeBytes = kKind == kKvDsMla ? Cfg::kBoxBytes : 0;
+    mbarrier_arrive_expect_tx(bar, L::kExpandedBoxes * L::kRawBoxBytes + L::kScalesBytes + kRopeBytes);
+    if constexpr (L::kHasScales) tma_load_3d(dst + L::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
 #pragma unroll
-    for (int box = 0; box < L::kExpandedBoxes; ++box) {
-      uint64_t* bar = &sm.raw[stage][box];
-      if (!valid) {
-        mbarrier_arrive(bar);
-        continue;
-      }
-      const bool with_scales = L::kHasScales && box == 0;  // the scales ride on box 0's barrier
-      mbarrier_arrive_expect_tx(bar, L::kRawBoxBytes + (with_scales ? L::kScalesBytes : 0));
-      if (with_scales) tma_load_3d(dst + L::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
+    for (int box = 0; box < L::kExpandedBoxes; ++box)
       tma_load_3d(dst + L::kRawOffset + box * L::kRawBoxBytes, &maps.kv, box * 64, 0, page, bar, policy);
-    }
-    if constexpr (kKind == kKvDsMla) {
-      uint64_t* bar = &sm.raw[stage][8];
-      if (!valid) {
-        mbarrier_arrive(bar);
-      } else {
-        mbarrier_arrive_expect_tx(bar, Cfg::kBoxBytes);
-        tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
-      }
-    }
+    if constexpr (kKind == kKvDsMla)
+      tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
   }
 }
 
@@ -389,8 +383,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int b = 0; b < Cfg::kBoxes; ++b) {
         // 16-bit: the producer's expect_tx arrival; FP8: one arrival per dequantizing warp.
         mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantWarps);
-        mbarrier_init(&sm.raw[s][b], 1);
       }
+      mbarrier_init(&sm.raw[s][0], 1);
       mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
     }
     fence_barrier_init();
