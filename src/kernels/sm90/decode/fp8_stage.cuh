@@ -333,7 +333,7 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // every box for S anyway, and per-box fences left the expansion latency-bound.
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)
-#pragma unroll 1  // unrolled, the page's groups cost instruction-cache misses
+#pragma unroll
     for (int first = 0; first < L::kExpandedBoxes; first += expand_group_size<T, kKind>()) {
       if (issuer && issued == it + 1 && load.valid()) issue(false);
       expand_group<T, kKind>(kv, first, tasks, group_needs_barrier<T, kKind>(first));
