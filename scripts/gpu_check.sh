@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One batch on a GPU machine: build, GPU tests, compute-sanitizer on a subset, benchmark.
 # Usage: bash scripts/gpu_check.sh [bench grid: quick|deepseek|none] [out dir]
+# Knobs (env): PREBUILT=dir (carried binaries instead of a build), BACKENDS, FP8_BACKENDS, PYTHON,
+# SANITIZE, SANITIZE_BACKEND, SANITIZE_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, BENCH_FILTER, BENCH_ARGS.
 # Logs and JSON go to $OUT (device tool) or ./gpu-check-out. A short summary prints last.
 set -uo pipefail
 grid="${1:-quick}"
@@ -70,10 +72,10 @@ if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -f examples/speculative
 fi
 
 if [ "$grid" != none ]; then
-  timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
+  timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${BENCH_ARGS:-} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
   # The FP8 issue's shapes, every format, on the default (sm90) and the portable backend.
   for backend in ${FP8_BACKENDS:-auto portable}; do
-    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" \
+    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" ${BENCH_ARGS:-} \
       --json "$out/bench_fp8_$backend.json" 2>&1 | tee "$out/bench_fp8_$backend.txt" | tail -n 20
   done
 fi
