@@ -294,7 +294,7 @@ __device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
 }
 
 // The producer warpgroup for FP8 caches. All four warps expand each page and complete its `full`
-// barriers (one arrival per warp). Lane 0 of warp 0 also issues the copies one
+// barriers (one arrival per thread). Lane 0 of warp 0 also issues the copies one
 // tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
 // polls that stage's `empty` barrier between boxes instead of blocking the expansion on it.
 // load_page: kernel.cuh (the copies of one page).
@@ -302,7 +302,7 @@ template <typename T, int kKind, class LoadPage>
 __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitPart& part, int part_idx,
                                              WideSharedStorage& sm, LoadPage&& load_page) {
   using L = Fp8StageLayout<kKind>;
-  const int t = threadIdx.x, lane = t % 32;
+  const int t = threadIdx.x;
   const bool issuer = t == 0;
   const ExpandTasks tasks(t);
   TileCursor expand(p, part, part_idx);
@@ -339,12 +339,11 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
       expand_group<T, kKind>(kv, first, tasks, group_needs_barrier<T, kKind>(first));
     }
     if constexpr (kKind == kKvDsMla && std::is_same_v<T, __half>) rope_to_fp16_in_place(kv, t);
+    // Every thread arrives for its own stores (count kDequantThreads): the release orders them
+    // before the consumers' reads and their tail zeroing without relying on a warp-level sync.
     fence_proxy_async();  // this thread's stores are read by wgmma
-    __syncwarp();
-    if (lane == 0) {
 #pragma unroll
-      for (int box = 0; box < WideConfig::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
-    }
+    for (int box = 0; box < WideConfig::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
   }
 }
 

@@ -381,8 +381,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       for (int b = 0; b < Cfg::kBoxes; ++b) {
-        // 16-bit: the producer's expect_tx arrival; FP8: one arrival per dequantizing warp.
-        mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantWarps);
+        // 16-bit: the producer's expect_tx arrival; FP8: one arrival per dequantizing thread.
+        mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantThreads);
       }
       mbarrier_init(&sm.raw[s][0], 1);
       mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
