@@ -23,6 +23,14 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   return 0;
 }
 
+// Keys [0, limit) that query row `row` (= token * h_q + head) of a request may see: its whole
+// length, or under the causal mask up to its own token: seqlen - s_q + 1 + token.
+__device__ __forceinline__ int key_limit(const DecodeParams& p, int seqlen, int row) {
+  if (!p.causal) return seqlen;
+  const int token = row / p.num_heads;
+  return seqlen - p.q_len + 1 + (token < p.q_len - 1 ? token : p.q_len - 1);
+}
+
 struct Segment {
   int req;
   int seqlen;

@@ -316,16 +316,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
   constexpr int kTilesPerBlock = kPageTokens / Cfg::N;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
-    const RequestSplit split = p.splits[req];
-    const int seqlen = p.seqlens[req];
-    const unsigned bad_request = check_request(p, seqlen, split.blocks);
-    const int block_begin = req == part.begin_req ? part.begin_block : 0;
-    const int block_end = req == part.end_req ? part.end_block : (split.blocks > 0 ? split.blocks : 1);
+    const Segment seg = make_segment(p, part, part_idx, req);
+    const int seqlen = seg.seqlen;
+    const unsigned bad_request = seg.errors;
     const int seq_tiles = seqlen > 0 ? (seqlen + Cfg::N - 1) / Cfg::N : 0;
-    const int tile_begin = block_begin * kTilesPerBlock;
-    const int tile_end = bad_request ? tile_begin : min(block_end * kTilesPerBlock, seq_tiles);
-    const bool write_final = split.num_splits <= 1;
-    const int partial_slot = split.partial_base + (part_idx - split.first_part);
+    const int tile_begin = seg.block_begin * kTilesPerBlock;
+    const int tile_end = min(seg.block_end * kTilesPerBlock, seq_tiles);  // <= tile_begin for a bad request
+    const bool write_final = seg.write_final;
+    const int partial_slot = seg.partial_slot;
 
     // Previous segment's epilogue has finished reading shared state.
     __syncthreads();
@@ -383,12 +381,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       // Keys a row may see: all < seqlen; causal rows (token qi) only <= seqlen - s_q + qi.
       const bool needs_mask = (tile + 1) * Cfg::N > seqlen - (p.causal ? p.q_len : 0);
       if (needs_mask) {
-        int limit_lo = seqlen, limit_hi = seqlen;
-        if (p.causal && p.q_len > 1) {
-          const int grow_lo = m_tile * Cfg::M + row_lo, grow_hi = m_tile * Cfg::M + row_hi;
-          limit_lo = seqlen - p.q_len + 1 + min(grow_lo / p.num_heads, p.q_len - 1);
-          limit_hi = seqlen - p.q_len + 1 + min(grow_hi / p.num_heads, p.q_len - 1);
-        }
+        const int limit_lo = key_limit(p, seqlen, m_tile * Cfg::M + row_lo);
+        const int limit_hi = key_limit(p, seqlen, m_tile * Cfg::M + row_hi);
 #pragma unroll
         for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
           const int k = key0 + t * 8 + 2 * c;

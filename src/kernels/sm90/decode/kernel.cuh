@@ -463,15 +463,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     TileMask mask;
     mask.seqlen = seg.seqlen;
-    mask.limit0 = mask.limit1 = seg.seqlen;
-    if (p.causal) {  // keys < seqlen - s_q + 1 + (row's query token)
-      const int grow0 = m_tile * Cfg::kRows + row0, grow1 = m_tile * Cfg::kRows + row1;
-      mask.limit0 = seg.seqlen - p.q_len + 1 + min(grow0 / p.num_heads, p.q_len - 1);
-      mask.limit1 = seg.seqlen - p.q_len + 1 + min(grow1 / p.num_heads, p.q_len - 1);
-    }
+    mask.limit0 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row0);
+    mask.limit1 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row1);
     // The m-tile's smallest limit (its first row's): tiles below it need no mask.
-    mask.tile_min_limit =
-        p.causal ? seg.seqlen - p.q_len + 1 + min(m_tile * Cfg::kRows / p.num_heads, p.q_len - 1) : seg.seqlen;
+    mask.tile_min_limit = key_limit(p, seg.seqlen, m_tile * Cfg::kRows);
 
     float o[128];
 #pragma unroll
