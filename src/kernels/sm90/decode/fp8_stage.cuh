@@ -1,5 +1,5 @@
 // FP8 pages in the sm90a pipeline. A quantized page is copied by TMA as stored into the upper
-// part of its 73,728-B stage and expanded in place, box by box, into the nine swizzled 64 x 64
+// part of its 73,728-B stage and expanded in place, in groups of boxes, into the nine swizzled 64 x 64
 // tiles of the query's type that the consumers read. An FP8 stage therefore costs no shared memory
 // beyond a 16-bit one, and two pages stay in flight as with 16-bit caches. The four warps of the
 // producer warpgroup expand (one of their lanes also issues the copies) while the consumers compute
@@ -29,7 +29,6 @@ struct Fp8StageLayout;
 
 template <>
 struct Fp8StageLayout<kKvE4M3> {
-  static constexpr int kTokenBytes = 576;
   static constexpr int kExpandedBoxes = 9;           // the rope is e4m3 too
   static constexpr int kRawBoxBytes = 64 * 64;       // 64 tokens x 64 e4m3, rows of 64 B
   static constexpr int kRawOffset = WideConfig::kTileBytes - kExpandedBoxes * kRawBoxBytes;  // 36,864
@@ -39,7 +38,6 @@ struct Fp8StageLayout<kKvE4M3> {
 
 template <>
 struct Fp8StageLayout<kKvDsMla> {
-  static constexpr int kTokenBytes = 656;
   static constexpr int kExpandedBoxes = 8;           // the 512 e4m3 latent values
   static constexpr int kRawBoxBytes = 64 * 64;
   static constexpr int kRopeOffset = 8 * WideConfig::kBoxBytes;  // box 8: the bf16 rope lands in place
@@ -296,7 +294,7 @@ __device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
 // The producer warpgroup for FP8 caches. All four warps expand each page and complete its `full`
 // barriers (one arrival per thread). Lane 0 of warp 0 also issues the copies one
 // tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
-// polls that stage's `empty` barrier between boxes instead of blocking the expansion on it.
+// polls that stage's `empty` barrier between groups instead of blocking the expansion on it.
 // load_page: kernel.cuh (the copies of one page).
 template <typename T, int kKind, class LoadPage>
 __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitPart& part, int part_idx,
@@ -327,10 +325,9 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     if (issuer) {
       while (issued <= it) issue(true);
     }
-    // Boxes in order, software-pipelined: box j + 1 is read before box j is converted and written
-    // (a raw box is only overwritten by outputs of its own step or later, so reading ahead is safe).
-    // One proxy fence and the `full` arrivals for the whole page at the end: the consumers need
-    // every box for S anyway, and per-box fences left the expansion latency-bound.
+    // Groups of boxes in order, then one proxy fence and the `full` arrivals for the whole page: the
+    // consumers wait for every box before their first S wgmma anyway (ptxas rules, kernel.cuh), and
+    // a fence per box left the expansion latency-bound (bench/results/2026-11-29-h200-sm90-fp8.md).
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)
 #pragma unroll
