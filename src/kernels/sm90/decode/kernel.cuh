@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
@@ -80,6 +81,51 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
     cp_async_16(sm.q + (c / 8) * Cfg::kBoxBytes + sw128_offset(r, c % 8), valid ? src : q, valid);
   }
   cp_async_commit();
+}
+
+// The tile math's element type. Per-tensor e4m3 caches run their MMAs in fp16 whatever the query
+// type: e4m3 -> f16 is one hardware conversion per pair of values (-> bf16 takes four instructions
+// and a NaN test), and the expansion bounds that path. e4m3 values, the softmax's P in [0, 1] and
+// the scaled query (below) are all in fp16's range; bf16 queries are converted once per segment.
+template <typename T, int kKind>
+using MathType = std::conditional_t<kKind == kKvE4M3, __half, T>;
+
+// A bf16 Q tile (as load_q wrote it) -> fp16 in place, times 2^-shift where shift >= 0 is the
+// smallest that brings the tile's largest |q| below 2^15 (0 unless |q| >= 32768): exact for the
+// normal range, and the scores are scaled back by 2^shift in the softmax. Returns the shift.
+// 256 consumer threads; uses row_sum as scratch (free between segments).
+__device__ __forceinline__ int q_to_fp16_in_place(WideSharedStorage& sm, int tid) {
+  constexpr int kChunks = Cfg::kTileBytes / 16;
+  float amax = 0.f;
+  for (int i = tid; i < kChunks; i += 256) {
+    const uint4 v = *reinterpret_cast<const uint4*>(sm.q + i * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      amax = fmaxf(amax, fabsf(__uint_as_float(w[j] << 16)));
+      amax = fmaxf(amax, fabsf(__uint_as_float(w[j] & 0xFFFF0000u)));
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (tid % 32 == 0) sm.row_sum[0][tid / 32] = amax;
+  named_barrier_sync(kBarConsumers, 256);
+  amax = 0.f;
+#pragma unroll
+  for (int w = 0; w < 8; ++w) amax = fmaxf(amax, sm.row_sum[0][w]);
+  // NaN or inf: no shift helps; they propagate as they would in bf16.
+  const int exponent = isfinite(amax) ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 0;
+  const int shift = exponent > 14 ? exponent - 14 : 0;
+  const float scale = exp2f(static_cast<float>(-shift));
+  for (int i = tid; i < kChunks; i += 256) {
+    uint4 v = *reinterpret_cast<const uint4*>(sm.q + i * 16);
+    uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[j] = pack2<__half>(__uint_as_float(w[j] << 16) * scale, __uint_as_float(w[j] & 0xFFFF0000u) * scale);
+    *reinterpret_cast<uint4*>(sm.q + i * 16) = v;
+  }
+  return shift;
 }
 
 // ptxas serializes every wgmma of the kernel (warnings C7514/C7515/C7519/C7520) if it sees a
@@ -412,7 +458,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
       const uint64_t policy = l2_evict_first_policy();
-      expand_pages<T, kKind>(p, part, part_idx, sm, [&](int stage, int page) {
+      expand_pages<MathType<T, kKind>, kKind>(p, part, part_idx, sm, [&](int stage, int page) {
         const bool valid = page >= 0 && page < p.num_pages;
         // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
         if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
@@ -440,6 +486,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
 
   // ---------------- consumers ----------------
+  using MathT = MathType<T, kKind>;
   warpgroup_reg_alloc<Cfg::consumer_regs(kKind)>();
   const int me = warpgroup - 1;                       // consumer index = O column half
   const int tid = threadIdx.x - 128;                  // 0..255 over both consumers
@@ -454,12 +501,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     // Previous segment's readers of Q, P and the row arrays are done.
     named_barrier_sync(kBarConsumers, 256);
+    int q_shift = 0;  // Q is stored times 2^-q_shift (fp16 math for a bf16 query only)
     if (tiles > 0) {
       load_q<T>(p, req, m_tile, sm, tid);
       cp_async_wait<0>();
+      if constexpr (!std::is_same_v<MathT, T>) {
+        named_barrier_sync(kBarConsumers, 256);  // every thread's Q chunks landed
+        q_shift = q_to_fp16_in_place(sm, tid);
+      }
       fence_proxy_async();
     }
     named_barrier_sync(kBarConsumers, 256);
+    const float q_unscale = exp2f(static_cast<float>(q_shift));  // scores back to the query's units
 
     TileMask mask;
     mask.seqlen = seg.seqlen;
@@ -473,7 +526,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    consume_alternating<T>(sm, p.scale_log2, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
+    consume_alternating<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
 
@@ -515,7 +568,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
               make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
       }
       if (me == 0 && c == 0) {
-        const float lse = poison ? NAN : (l > 0.f ? m * p.softmax_scale + logf(l) : -INFINITY);
+        const float lse = poison ? NAN : (l > 0.f ? m * (p.softmax_scale * q_unscale) + logf(l) : -INFINITY);
         if (seg.write_final) {
           p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
         } else {
