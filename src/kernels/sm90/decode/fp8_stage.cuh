@@ -325,6 +325,11 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     if (issuer) {
       while (issued <= it) issue(true);
     }
+    // Every expanding thread acquires the consumers' release of this stage itself (the phase the
+    // issuer waited for before copying; it completed long ago), so that the order of the previous
+    // round's reads and tail zeroing before this round's writes does not rest on the chain through
+    // the issuer and the copy's completion alone (compute-sanitizer's racecheck does not follow it).
+    mbarrier_wait(&sm.empty[stage], ((it / WideConfig::kStages) & 1) ^ 1);
     // Groups of boxes in order, then one proxy fence and the `full` arrivals for the whole page: the
     // consumers wait for every box before their first S wgmma anyway (ptxas rules, kernel.cuh), and
     // a fence per box left the expansion latency-bound (bench/results/2026-11-29-h200-sm90-fp8.md).
