@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/common/decode_params.h"
+#include "kernels/common/mma_sm80.cuh"  // grid dependency control
 #include "openmla/error.h"
 
 namespace openmla::kernels {
@@ -56,5 +57,40 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Spl
   s.partial_slot = split.partial_base + (part_idx - split.first_part);
   return s;
 }
+
+// Every decode kernel's start: wait for the preceding grids (the planner wrote the schedule, and
+// the previous call's combine may still read the partial buffers), let the dependent combine launch
+// now (it waits for this grid's completion before reading anything), and read the CTA's part.
+__device__ __forceinline__ SplitPart begin_part(const DecodeParams& p, int part_idx) {
+  wait_for_preceding_grids();
+  allow_dependent_grids();
+  return p.parts[part_idx];
+}
+
+// The tiles of a CTA's part in order, (request, block), skipping requests that cover none: for a
+// role that walks the tiles ahead of the others (the sm90 FP8 copy issuer) on the same sequence.
+struct TileCursor {
+  const DecodeParams& p;
+  const SplitPart& part;
+  int part_idx;
+  int req, block = 0, block_end = 0;
+
+  __device__ TileCursor(const DecodeParams& params, const SplitPart& sp, int idx)
+      : p(params), part(sp), part_idx(idx), req(sp.begin_req - 1) {
+    next_request();
+  }
+  __device__ bool valid() const { return req <= part.end_req; }
+  __device__ void next() {
+    if (++block >= block_end) next_request();
+  }
+  __device__ void next_request() {
+    while (++req <= part.end_req) {
+      const Segment seg = make_segment(p, part, part_idx, req);
+      block = seg.block_begin;
+      block_end = seg.block_end;
+      if (block < block_end) return;
+    }
+  }
+};
 
 }  // namespace openmla::kernels

@@ -300,13 +300,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
-  // The schedule comes from the planner and the partial buffers may still be read by the previous
-  // call's combine kernel.
-  wait_for_preceding_grids();
-  allow_dependent_grids();  // the combine launches now and waits for this grid's completion
   const int m_tile = blockIdx.x;
   const int part_idx = blockIdx.y;
-  const SplitPart part = p.parts[part_idx];
+  const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/sm80/decode/launch.h"
 #include "kernels/sm80/decode/tiles.h"
@@ -12,18 +13,7 @@ namespace {
 
 template <class Cfg, class Fn>
 cudaError_t with_kind(KVFormat format, bool q_is_bf16, Fn&& fn) {
-  using namespace portable;
-  const auto call = [&](auto t) -> cudaError_t {
-    using T = decltype(t);
-    switch (format) {
-      case KVFormat::kBF16:
-      case KVFormat::kFP16: return fn(Cfg{}, t, std::integral_constant<int, kKv16Bit>{});
-      case KVFormat::kFP8E4M3: return fn(Cfg{}, t, std::integral_constant<int, kKvE4M3>{});
-      case KVFormat::kFP8DsMla: return fn(Cfg{}, t, std::integral_constant<int, kKvDsMla>{});
-    }
-    return cudaErrorInvalidValue;
-  };
-  return q_is_bf16 ? call(__nv_bfloat16{}) : call(__half{});
+  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) { return fn(Cfg{}, t, kind); });
 }
 
 template <class Fn>

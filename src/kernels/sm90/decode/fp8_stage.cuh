@@ -170,32 +170,6 @@ __device__ __forceinline__ void expand_chunk_fast(uint4 raw, float scale, uint4&
 
 // ---- the expansion -----------------------------------------------------------------------------
 
-// The tiles of a CTA's part in order, (request, block): the copies run ahead of the expansion on
-// the same sequence as the consumers.
-struct TileCursor {
-  const DecodeParams& p;
-  const SplitPart& part;
-  int part_idx;
-  int req, block = 0, block_end = 0;
-
-  __device__ TileCursor(const DecodeParams& params, const SplitPart& sp, int idx)
-      : p(params), part(sp), part_idx(idx), req(sp.begin_req - 1) {
-    next_request();
-  }
-  __device__ bool valid() const { return req <= part.end_req; }
-  __device__ void next() {
-    if (++block >= block_end) next_request();
-  }
-  __device__ void next_request() {
-    while (++req <= part.end_req) {
-      const Segment seg = make_segment(p, part, part_idx, req);
-      block = seg.block_begin;
-      block_end = seg.block_end;
-      if (block < block_end) return;
-    }
-  }
-};
-
 // A thread's two tasks per box: token t/4 and t/4 + 32, 16-value chunk t%4 (64 tokens x 4 chunks
 // over 128 threads; both tokens share the row's swizzle phase).
 struct ExpandTasks {

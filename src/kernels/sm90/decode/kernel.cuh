@@ -376,12 +376,25 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-// Producer thread: one page into a stage (16-bit: the 9 tiles, each on its `full` barrier; FP8: the
-// page as stored, on the stage's `raw` barrier). A bad page id is never a coordinate: the barriers
-// complete without data.
+// The tensor maps the copies of a cache kind use, into the constant cache ahead of the first copy.
 template <int kKind>
-__device__ __forceinline__ void load_page(WideSharedStorage& sm, const KvMaps& maps, int stage, int page, bool valid,
-                                          uint64_t policy) {
+__device__ __forceinline__ void prefetch_kv_maps(const KvMaps& maps) {
+  prefetch_tensor_map(&maps.kv);
+  if constexpr (kKind == kKvDsMla) {
+    prefetch_tensor_map(&maps.scales);
+    prefetch_tensor_map(&maps.rope);
+  }
+}
+
+// Copy-issuing thread: one page into a stage (16-bit: the 9 tiles, each on its `full` barrier; FP8:
+// the page as stored, on the stage's `raw` barrier). A bad page id is never a coordinate: it is
+// recorded, the barriers complete without data, the stage keeps stale data and the consumers
+// poison the segment.
+template <int kKind>
+__device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const KvMaps& maps, int stage,
+                                          int page, uint64_t policy) {
+  const bool valid = page >= 0 && page < p.num_pages;
+  if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
   uint8_t* dst = sm.kv[stage];
   if constexpr (kKind == kKv16Bit) {
 #pragma unroll
@@ -437,37 +450,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
-  // The schedule comes from the planner and the partial buffers may still be read by the previous
-  // call's combine kernel.
-  wait_for_preceding_grids();
-  allow_dependent_grids();  // the combine launches now and waits for this grid's completion
   const int m_tile = blockIdx.x;
   const int part_idx = blockIdx.y;
-  const SplitPart part = p.parts[part_idx];
+  const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
     warpgroup_reg_dealloc<Cfg::producer_regs(kKind)>();
     if constexpr (kKind != kKv16Bit) {
-      if (threadIdx.x == 0) {
-        prefetch_tensor_map(&maps.kv);
-        if constexpr (kKind == kKvDsMla) {
-          prefetch_tensor_map(&maps.scales);
-          prefetch_tensor_map(&maps.rope);
-        }
-      }
+      if (threadIdx.x == 0) prefetch_kv_maps<kKind>(maps);
       const uint64_t policy = l2_evict_first_policy();
-      expand_pages<MathType<T, kKind>, kKind>(p, part, part_idx, sm, [&](int stage, int page) {
-        const bool valid = page >= 0 && page < p.num_pages;
-        // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
-        if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
-        load_page<kKind>(sm, maps, stage, page, valid, policy);
-      });
+      expand_pages<MathType<T, kKind>, kKind>(
+          p, part, part_idx, sm, [&](int stage, int page) { load_page<kKind>(p, sm, maps, stage, page, policy); });
       return;
     }
     if (threadIdx.x != 0) return;
-    prefetch_tensor_map(&maps.kv);
+    prefetch_kv_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -476,10 +475,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int stage = it % Cfg::kStages;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
-        const bool valid = page >= 0 && page < p.num_pages;
-        // Never a coordinate: the stage keeps stale data; the consumers poison the segment.
-        if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
-        load_page<kKind>(sm, maps, stage, page, valid, policy);
+        load_page<kKind>(p, sm, maps, stage, page, policy);
       }
     }
     return;

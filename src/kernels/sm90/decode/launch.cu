@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/kv_kind.h"
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/config.h"
@@ -71,20 +72,6 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
-// Calls fn(T{}, kind constant) for the query type and cache format.
-template <class Fn>
-cudaError_t with_kernel(KVFormat format, bool q_is_bf16, Fn&& fn) {
-  const auto call = [&](auto t) -> cudaError_t {
-    switch (kv_kind(format)) {
-      case kKv16Bit: return fn(t, std::integral_constant<int, kKv16Bit>{});
-      case kKvE4M3: return fn(t, std::integral_constant<int, kKvE4M3>{});
-      case kKvDsMla: return fn(t, std::integral_constant<int, kKvDsMla>{});
-    }
-    return cudaErrorInvalidValue;
-  };
-  return q_is_bf16 ? call(__nv_bfloat16{}) : call(__half{});
-}
-
 }  // namespace
 
 }  // namespace openmla::kernels::sm90
@@ -92,7 +79,7 @@ cudaError_t with_kernel(KVFormat format, bool q_is_bf16, Fn&& fn) {
 namespace openmla::kernels {
 
 cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16) {
-  return sm90::with_kernel(format, q_is_bf16, [](auto t, auto kind) {
+  return with_query_and_kind(format, q_is_bf16, [](auto t, auto kind) {
     return sm90::prepare_wide_decode_kernel<decltype(t), decltype(kind)::value>();
   });
 }
@@ -101,7 +88,7 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
                                cudaStream_t stream) {
   alignas(64) sm90::KvMaps maps;
   if (const cudaError_t e = sm90::encode_kv_maps(p, format, &maps); e != cudaSuccess) return e;
-  return sm90::with_kernel(format, q_is_bf16, [&](auto t, auto kind) {
+  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) {
     return sm90::run_wide_decode<decltype(t), decltype(kind)::value>(p, maps, programmatic, stream);
   });
 }
