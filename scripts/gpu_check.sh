@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One batch on a GPU machine: build, GPU tests, compute-sanitizer on a subset, benchmark.
 # Usage: bash scripts/gpu_check.sh [bench grid: quick|deepseek|none] [out dir]
-# Knobs (env): PREBUILT=dir (carried binaries instead of a build), BACKENDS, FP8_BACKENDS, PYTHON,
+# Knobs (env): PREBUILT=dir (carried binaries instead of a build), BACKENDS, TEST_FILTER, FP8_BACKENDS, PYTHON,
 # SANITIZE, SANITIZE_BACKEND, SANITIZE_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, BENCH_FILTER, BENCH_ARGS.
 # Logs and JSON go to $OUT (device tool) or ./gpu-check-out. A short summary prints last.
 set -uo pipefail
@@ -49,8 +49,8 @@ tests="$bin/tests/openmla_gpu_tests"
 # The suite once per backend: sm90 forced, then portable forced (every test; the portable-tile
 # tests only under portable).
 for backend in ${BACKENDS:-sm90 portable}; do
-  filter='*'
-  [ "$backend" = sm90 ] && filter='-*Portable*'
+  filter="${TEST_FILTER:-*}"
+  [ "$backend" = sm90 ] && filter="$filter-*Portable*"
   # A time limit per suite: a hung kernel must not cost the rest of the batch. The full log names
   # the test that was running.
   OPENMLA_BACKEND=$backend timeout "${TEST_TIMEOUT:-300}" "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$backend.log" 2>&1
@@ -83,7 +83,7 @@ fi
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   common='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16'
   if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ]; then
-    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16"
+    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16"
   else
     subset="$common:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:WriteKV.PaddedPagesAlignedRows"
   fi

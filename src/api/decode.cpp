@@ -120,11 +120,13 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
   OPENMLA_CUDA_CHECK(cudaSetDevice(device));
   int ctas_per_sm = 1;
-  int tile_rows = kernels::kSm90RowsPerCta;
+  int tile_rows = 1;  // set by the backend below
   if (backend_ == Backend::kSm90) {
-    // One CTA per SM (its shared memory is the whole SM's).
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype)));
+    const kernels::Sm90Tile tile = kernels::sm90_decode_tile(shape.kv_format, is_bf16(shape.q_dtype), rows);
+    tile_rows = tile.rows_per_cta;
+    ctas_per_sm = tile.ctas_per_sm;
+    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), rows));
 #endif
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);

@@ -210,6 +210,10 @@ std::vector<Fp8Param> fp8_shapes() {
     for (int h : {8, 16, 32, 64, 128})
       for (int s : {1, 4}) v.push_back({f, s, h, DType::kBFloat16});
   v.push_back({KVFormat::kFP8E4M3, 2, 16, DType::kFloat16});
+  // <= 16 rows of per-tensor e4m3 run the sm90 narrow kernel: both query types, causal pairs.
+  v.push_back({KVFormat::kFP8E4M3, 2, 8, DType::kBFloat16});
+  v.push_back({KVFormat::kFP8E4M3, 1, 16, DType::kFloat16});
+  v.push_back({KVFormat::kFP8E4M3, 2, 8, DType::kFloat16});
   v.push_back({KVFormat::kFP8DsMla, 2, 128, DType::kFloat16});
   v.push_back({KVFormat::kFP8DsMla, 16, 16, DType::kBFloat16});
   return v;
@@ -224,23 +228,27 @@ INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()
                          });
 
 TEST(Decode, Fp8LargeBatchSplitAndGuards) {
-  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
-    DecodeCase c;
-    c.batch_size = 64;
-    c.q_len = 2;
-    c.num_heads = 16;
-    c.kv_format = f;
-    c.seed = fresh_seed();
-    c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
-    for (int& x : c.seqlens) x = std::max(x, c.q_len);
-    c.seqlens[5] = 5000;  // one long request split over many parts
-    DecodeData d = make_decode_data(c);
-    d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
-    ReferenceResult ref = run_reference(d);
-    GpuDecodeResult gpu = run_gpu(d);
-    CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
-    EXPECT_TRUE(cmp.ok) << kv_format_name(f) << ": " << cmp.message;
-    EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+  // q_len 2 x 16 heads: 32 rows (sm90 wide kernel); q_len 1: 16 rows (narrow kernel for e4m3).
+  for (int q_len : {2, 1}) {
+    for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      SCOPED_TRACE("q_len=" + std::to_string(q_len));
+      DecodeCase c;
+      c.batch_size = 64;
+      c.q_len = q_len;
+      c.num_heads = 16;
+      c.kv_format = f;
+      c.seed = fresh_seed();
+      c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
+      for (int& x : c.seqlens) x = std::max(x, c.q_len);
+      c.seqlens[5] = 5000;  // one long request split over many parts
+      DecodeData d = make_decode_data(c);
+      d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
+      ReferenceResult ref = run_reference(d);
+      GpuDecodeResult gpu = run_gpu(d);
+      CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+      EXPECT_TRUE(cmp.ok) << kv_format_name(f) << ": " << cmp.message;
+      EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+    }
   }
 }
 

@@ -29,11 +29,18 @@ cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat form
 cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format,
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
-// The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format). prepare: raises the dynamic
-// shared-memory limit. launch: encodes the KV tensor maps and runs the decode kernel, one CTA per SM
-// and per kSm90RowsPerCta query rows (the planner's m-tiles).
-inline constexpr int kSm90RowsPerCta = 64;
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16);
+// The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format). The "wide" kernel takes
+// 64 query rows per CTA, one CTA per SM; the "narrow" kernel (per-tensor e4m3 caches with at most
+// 16 rows) 16 rows per CTA, two CTAs per SM. sm90_decode_tile says which a shape runs (the
+// planner's m-tile and CTAs per SM); prepare raises its dynamic shared-memory limit; launch
+// encodes the KV tensor maps and runs it.
+struct Sm90Tile {
+  int rows_per_cta;
+  int ctas_per_sm;
+  bool narrow;
+};
+Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows);
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows);
 cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
                                cudaStream_t stream);
 

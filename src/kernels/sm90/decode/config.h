@@ -19,7 +19,7 @@ inline constexpr int kHeadDimV = 512;
 inline constexpr int kPageTokens = 64;
 
 struct WideConfig {
-  static constexpr int kRows = kSm90RowsPerCta;         // query rows per CTA: the wgmma M
+  static constexpr int kRows = 64;                      // query rows per CTA: the wgmma M
   static constexpr int kTokens = 64;                    // KV tokens per tile: one page
   static constexpr int kBoxDims = 64;                   // 64 dims x 2 B = one 128-B swizzle row
   static constexpr int kBoxes = kHeadDimQK / kBoxDims;  // 9 boxes per 576-dim row

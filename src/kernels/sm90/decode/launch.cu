@@ -11,6 +11,7 @@
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/config.h"
 #include "kernels/sm90/decode/launch.h"
+#include "kernels/sm90/decode/narrow_config.h"
 
 namespace openmla::kernels::sm90 {
 namespace {
@@ -72,24 +73,54 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
+// The narrow kernel's maps (narrow_config.h, NarrowPage): per-tensor e4m3, `kv` = the 512 latent
+// bytes in boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64, unswizzled).
+cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
+  constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
+  cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+  if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
+  return e;
+}
+
 }  // namespace
 
 }  // namespace openmla::kernels::sm90
 
 namespace openmla::kernels {
 
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16) {
-  return with_query_and_kind(format, q_is_bf16, [](auto t, auto kind) {
-    return sm90::prepare_wide_decode_kernel<decltype(t), decltype(kind)::value>();
+Sm90Tile sm90_decode_tile(KVFormat format, bool /*q_is_bf16*/, int rows) {
+  if (kv_kind(format) == kKvE4M3 && rows <= sm90::NarrowConfig::kRows)
+    return {sm90::NarrowConfig::kRows, sm90::NarrowConfig::kCtasPerSm, true};
+  return {sm90::WideConfig::kRows, 1, false};
+}
+
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows) {
+  const bool narrow = sm90_decode_tile(format, q_is_bf16, rows).narrow;
+  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
+    using T = decltype(t);
+    constexpr int kKind = decltype(kind)::value;
+    if constexpr (kKind == kKvE4M3) {
+      if (narrow) return sm90::prepare_narrow_decode_kernel<T, kKind>();
+    }
+    return sm90::prepare_wide_decode_kernel<T, kKind>();
   });
 }
 
 cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
                                cudaStream_t stream) {
+  const bool narrow = sm90_decode_tile(format, q_is_bf16, p.rows).narrow;
   alignas(64) sm90::KvMaps maps;
-  if (const cudaError_t e = sm90::encode_kv_maps(p, format, &maps); e != cudaSuccess) return e;
-  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) {
-    return sm90::run_wide_decode<decltype(t), decltype(kind)::value>(p, maps, programmatic, stream);
+  const cudaError_t e =
+      narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
+  if (e != cudaSuccess) return e;
+  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
+    using T = decltype(t);
+    constexpr int kKind = decltype(kind)::value;
+    if constexpr (kKind == kKvE4M3) {
+      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps, programmatic, stream);
+    }
+    return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);
   });
 }
 

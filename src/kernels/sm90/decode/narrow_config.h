@@ -1,0 +1,67 @@
+// Configuration of the sm90a "narrow" decode kernel for FP8 caches and few query rows
+// (s_q * h_q <= 16: TP8 DeepSeek decode, h_q = 8 with two MTP tokens).
+//
+// Operands are swapped: the 64 KV tokens of a page are the wgmma M and the 16 query rows its N,
+// S^T = K Q^T and O^T += V^T P^T. The A operands (K, and V^T) come from registers, so each consumer
+// thread dequantizes its own fragments straight from the page as TMA stored it: no expansion pass
+// through shared memory, and a page costs its FP8 size in the ring. A CTA is one consumer
+// warpgroup plus one producer warp; two CTAs share an SM, four pages in flight per SM.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/kv_kind.h"
+#include "kernels/sm90/decode/config.h"
+
+namespace openmla::kernels::sm90 {
+
+struct NarrowConfig {
+  static constexpr int kRows = 16;                 // query rows per CTA: the wgmma N
+  static constexpr int kTokens = 64;               // KV tokens per tile (one page): the wgmma M
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWarps = 4;         // one warpgroup
+  static constexpr int kThreads = kConsumerWarps * 32 + 32;  // + the producer warp
+  static constexpr int kCtasPerSm = 2;
+  static constexpr int kQBoxBytes = kRows * 128;   // Q^T: 16 rows x 64 dims x 2 B per box, SW128
+  static constexpr int kQBoxes = kHeadDimQK / 64;  // 9
+  // Consumer thread (warp w, lane group g) owns these 16 consecutive latent dims of O (and reads
+  // them from V): 32 groups x 16 = 512.
+  static constexpr int kDimsPerThread = kHeadDimV / (kConsumerWarps * 8);
+};
+
+// Where a page lands in its stage, as stored (TMA boxes; byte offsets from the stage base).
+template <int kKind>
+struct NarrowPage;
+
+// Per-tensor e4m3: dims 0..511 in four boxes of 64 tokens x 128 B (SW128, so that both the
+// K-fragment reads, 4 tokens x 16 B per quad, and the V^T reads, 8 chunks of one token per quad
+// row, are conflict-free), the 64 rope dims in one box of 64 tokens x 64 B.
+template <>
+struct NarrowPage<kKvE4M3> {
+  static constexpr int kLatentBoxBytes = 64 * 128;
+  static constexpr int kLatentBoxes = 4;
+  static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 32,768
+  static constexpr int kRopeRowBytes = 64;
+  static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
+};
+
+template <int kKind>
+struct alignas(1024) NarrowSharedStorage {
+  using Page = NarrowPage<kKind>;
+  uint8_t kv[NarrowConfig::kStages][Page::kBytes];         // pages as stored
+  uint8_t q[NarrowConfig::kQBoxes * NarrowConfig::kQBoxBytes];  // Q^T, dims permuted (narrow_kernel.cuh)
+  uint8_t p[NarrowConfig::kRows * 128];                    // P^T: 16 rows x 64 tokens, SW128
+  float red[NarrowConfig::kConsumerWarps][NarrowConfig::kRows];  // per-warp row max / sum
+  uint64_t full[NarrowConfig::kStages];
+  uint64_t empty[NarrowConfig::kStages];
+};
+
+template <int kKind>
+inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack
+static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0, "stages stay 1024-B aligned for the SW128 boxes");
+// Two CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA.
+static_assert(kNarrowSmemBytes<kKvE4M3> * NarrowConfig::kCtasPerSm + 2048 <= 233472,
+              "two narrow CTAs must fit on one SM");
+
+}  // namespace openmla::kernels::sm90

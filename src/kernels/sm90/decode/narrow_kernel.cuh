@@ -1,0 +1,527 @@
+// sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, <= 16 query rows.
+//
+// CTA (m_tile, part), 5 warps:
+//   producer  (warp 4, one lane): per KV tile, reads and range-checks the page id, waits for the
+//             stage to be free and copies the page as stored (TMA boxes, one barrier per stage).
+//             A bad id is never a coordinate: the barrier completes without data and the
+//             consumers poison the segment.
+//   consumers (warps 0-3, one warpgroup), per tile:
+//     S^T[64 tokens x 16 rows] = K Q^T: 36 wgmma m64n16k16, K from registers (each thread converts
+//       its two tokens' 16-byte chunks, e4m3 -> f16 in hardware), Q^T from shared memory;
+//     the online-softmax step over the 64 tokens (rows are columns here: a max across the four
+//       warps goes through shared memory), P^T to shared memory;
+//     O^T[512 x 16] += V^T P^T: 4 k-steps x 8 m-blocks of m64n16k16, V^T from registers (a thread
+//       owns 16 consecutive dims and reads them for 4 tokens per k-step with one 16-B load each).
+// The order of the 16 values of a k-step is free as long as both operands agree: a thread's
+// fragment takes 4 consecutive dims (QK) or tokens (PV), so its loads are whole 16-B chunks, and
+// Q^T and P^T are stored in the matching order (logical_k below).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/decode_params.h"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/ptx.cuh"
+#include "kernels/sm90/common/wgmma_ops.cuh"
+#include "kernels/sm90/decode/config.h"
+#include "kernels/sm90/decode/narrow_config.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels::sm90 {
+namespace narrow {
+
+using NCfg = NarrowConfig;
+inline constexpr int kBarWarpgroup = 1;  // the consumer warpgroup (128 threads)
+
+// ---- primitives --------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(v));
+}
+
+// e4m3 pair in the low (kHigh = false) or high half of w -> f16x2 (exact, NaN kept; sm_89+).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
+  uint32_t d;
+  if constexpr (kHigh) {
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(d) : "r"(w));
+  } else {
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(d) : "r"(w));
+  }
+  return d;
+}
+
+template <uint32_t kSelector>
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "n"(kSelector));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// ---- operand layout ----------------------------------------------------------------------------
+
+// Position inside a 16-element k-step of the element a fragment thread holds: quad lane c holds k
+// positions {2c, 2c+1, 2c+8, 2c+9}, which we map to physical elements 4c + {0, 1, 2, 3}.
+__host__ __device__ constexpr int logical_k(int physical) {
+  const int c = physical / 4, e = physical % 4;
+  return 2 * c + (e & 1) + 8 * (e >> 1);
+}
+
+// Byte offset of 16-B chunk `chunk` of row `row` in a 128-B swizzled box.
+__device__ __forceinline__ uint32_t sw128(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row & 7)) << 4);
+}
+
+// Q^T (B of S^T, K-major: 16 rows x 64 dims per box) for k-step ks of 36.
+template <int kKind>
+__device__ __forceinline__ uint64_t q_desc(const NarrowSharedStorage<kKind>& sm, int ks) {
+  return sw128_desc(smem_u32(sm.q) + (ks / 4) * NCfg::kQBoxBytes + (ks % 4) * 32, 16, 1024);
+}
+// P^T (B of O^T, K-major: 16 rows x 64 tokens) for k-step kk of 4.
+template <int kKind>
+__device__ __forceinline__ uint64_t p_desc(const NarrowSharedStorage<kKind>& sm, int kk) {
+  return sw128_desc(smem_u32(sm.p) + kk * 32, 16, 1024);
+}
+
+// ---- Q -----------------------------------------------------------------------------------------
+
+// Q rows of this m-tile into Q^T in MathT, every 64-dim box's k-steps in logical_k order; rows past
+// s_q * h_q are zero. A bf16 query for fp16 math is scaled by 2^-shift (shift >= 0 the smallest that
+// brings max |q| below 2^15; 0 unless |q| >= 32768) and the shift returned. 128 consumer threads.
+template <typename T, typename MathT, int kKind>
+__device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile, NarrowSharedStorage<kKind>& sm,
+                                      int t) {
+  // Thread t: row t / 8, chunk t % 8 of every box (so every address is one base plus constants).
+  static_assert(NCfg::kRows * 8 == 128, "one chunk column per consumer thread");
+  const int r = t / 8, chunk = t % 8;
+  const int step = chunk / 2, half = chunk % 2;
+  const int row = m_tile * NCfg::kRows + r;
+  const char* q = static_cast<const char*>(p.q);
+  uint32_t v[NCfg::kQBoxes][4];
+  float amax = 0.f;
+  const uint32_t* src = nullptr;
+  if (row < p.rows) {
+    const int qi = row / p.num_heads, head = row % p.num_heads;
+    src = reinterpret_cast<const uint32_t*>(q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2) +
+          2 * step + half;
+  }
+#pragma unroll
+  for (int box = 0; box < NCfg::kQBoxes; ++box) {
+    // Logical elements 8 half + 2j, +1 of k-step `step` are physical dims 64 box + 16 j + 4 step + 2 half + {0, 1}.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[box][j] = src ? src[box * 32 + 8 * j] : 0u;
+    if constexpr (!std::is_same_v<T, MathT>) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        amax = fmaxf(amax,
+                     fmaxf(fabsf(__uint_as_float(v[box][j] << 16)), fabsf(__uint_as_float(v[box][j] & 0xFFFF0000u))));
+    }
+  }
+  int shift = 0;
+  if constexpr (!std::is_same_v<T, MathT>) {
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (t % 32 == 0) sm.red[t / 32][0] = amax;
+    named_barrier_sync(kBarWarpgroup, 128);
+    amax = fmaxf(fmaxf(sm.red[0][0], sm.red[1][0]), fmaxf(sm.red[2][0], sm.red[3][0]));
+    // NaN or inf: no shift helps; they propagate as they would in bf16.
+    const int exponent = isfinite(amax) ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 0;
+    shift = exponent > 14 ? exponent - 14 : 0;
+    const float scale = exp2f(static_cast<float>(-shift));
+#pragma unroll
+    for (int box = 0; box < NCfg::kQBoxes; ++box)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        v[box][j] = pack2<MathT>(__uint_as_float(v[box][j] << 16) * scale,
+                                 __uint_as_float(v[box][j] & 0xFFFF0000u) * scale);
+  }
+#pragma unroll
+  for (int box = 0; box < NCfg::kQBoxes; ++box)
+    st_shared_v4(smem_u32(sm.q) + box * NCfg::kQBoxBytes + sw128(r, chunk),
+                 make_uint4(v[box][0], v[box][1], v[box][2], v[box][3]));
+  return shift;
+}
+
+// ---- the two products --------------------------------------------------------------------------
+
+// A thread's place in the consumer warpgroup's fragments.
+struct Lane {
+  int warp, g, c;
+  int tok0, tok1;  // its two token rows of S^T: 16 warp + g, + 8
+};
+
+// S^T = K Q^T over 576 dims, e4m3 cache: per 64-dim block, two 16-B loads (one per token row),
+// eight conversions and four wgmmas. Groups of one block are committed separately so that only two
+// blocks' fragments are live.
+template <typename MathT>
+__device__ __forceinline__ void issue_qk_e4m3(const NarrowSharedStorage<kKvE4M3>& sm, uint32_t stage_base,
+                                              const Lane& ln, float (&s)[8]) {
+  using Page = NarrowPage<kKvE4M3>;
+  fence_operands(s);
+#pragma unroll
+  for (int kb = 0; kb < NCfg::kQBoxes; ++kb) {
+    uint32_t a0, a1;  // byte addresses of the thread's chunk for tok0 / tok1
+    if (kb < 8) {
+      const uint32_t box = stage_base + (kb / 2) * Page::kLatentBoxBytes;
+      const int chunk = ln.c + 4 * (kb % 2);
+      a0 = box + sw128(ln.tok0, chunk);
+      a1 = box + sw128(ln.tok1, chunk);
+    } else {
+      a0 = stage_base + Page::kRopeOffset + ln.tok0 * Page::kRopeRowBytes + ln.c * 16;
+      a1 = stage_base + Page::kRopeOffset + ln.tok1 * Page::kRopeRowBytes + ln.c * 16;
+    }
+    const uint4 r0 = lds128(a0), r1 = lds128(a1);
+    uint32_t a[4][4];
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+      a[st][0] = e4m3x2_to_f16x2<false>(word(r0, st));
+      a[st][1] = e4m3x2_to_f16x2<false>(word(r1, st));
+      a[st][2] = e4m3x2_to_f16x2<true>(word(r0, st));
+      a[st][3] = e4m3x2_to_f16x2<true>(word(r1, st));
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<MathT>(s, a[st], q_desc(sm, kb * 4 + st), kb > 0 || st > 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  fence_operands(s);
+}
+
+// O^T += V^T P^T, e4m3 cache: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of
+// tokens 4c..4c+3), two byte permutes and four conversions per m-block. Tokens from `valid` on
+// (past seqlen in the last page; their bytes may be anything, NaN included) read as zero.
+template <typename MathT>
+__device__ __forceinline__ void issue_pv_e4m3(const NarrowSharedStorage<kKvE4M3>& sm, uint32_t stage_base,
+                                              const Lane& ln, int valid, float (&o)[8][8]) {
+  using Page = NarrowPage<kKvE4M3>;
+  const uint32_t box = stage_base + ln.warp * Page::kLatentBoxBytes;  // the thread's 16 dims: chunk g of box `warp`
+#pragma unroll
+  for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint4 r[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int tok = 16 * kk + 4 * ln.c + e;
+      r[e] = lds128(box + sw128(tok, ln.g));
+      if (tok >= valid) r[e] = make_uint4(0, 0, 0, 0);
+    }
+    // Two groups of four m-blocks: only two groups' fragments (32 registers) are live at a time.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t a[4][4];
+#pragma unroll
+      for (int bb = 0; bb < 4; ++bb) {
+        // m-block b: rows g / g + 8 of the warp are dims 2b / 2b + 1 of the thread's 16.
+        const int b = half * 4 + bb;
+        constexpr uint32_t kEven = 0x5140, kOdd = 0x7362;  // bytes (2i, 2i+1) of two words, interleaved
+        const uint32_t w01 = (b % 2) ? prmt<kOdd>(word(r[0], b / 2), word(r[1], b / 2))
+                                     : prmt<kEven>(word(r[0], b / 2), word(r[1], b / 2));
+        const uint32_t w23 = (b % 2) ? prmt<kOdd>(word(r[2], b / 2), word(r[3], b / 2))
+                                     : prmt<kEven>(word(r[2], b / 2), word(r[3], b / 2));
+        a[bb][0] = e4m3x2_to_f16x2<false>(w01);
+        a[bb][1] = e4m3x2_to_f16x2<true>(w01);
+        a[bb][2] = e4m3x2_to_f16x2<false>(w23);
+        a[bb][3] = e4m3x2_to_f16x2<true>(w23);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<MathT>(o[half * 4 + bb], a[bb], p_desc(sm, kk), true);
+      wgmma_commit();
+      wgmma_wait<1>();
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+}
+
+// ---- softmax -----------------------------------------------------------------------------------
+
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The thread's four query rows (columns of S^T / O^T): n8 * 8 + 2c + e, index i = 2 n8 + e.
+__device__ __forceinline__ int row_of(int i, int c) { return (i / 2) * 8 + 2 * c + (i % 2); }
+
+struct RowState {
+  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};  // running max (raw score units)
+  float l[4] = {0.f, 0.f, 0.f, 0.f};                          // this thread's share of the row sums
+};
+
+// One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
+// P^T in shared memory (logical_k order) and returns the rescale factors of the old state.
+template <typename MathT, int kKind>
+__device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, float (&s)[8], const Lane& ln,
+                                             int first_token, const int (&limit)[4], int min_limit, float scale_log2,
+                                             RowState& rs, float (&alpha)[4]) {
+  if (first_token + NCfg::kTokens > min_limit) {  // uniform: only the last tile or two
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = (i / 2) * 4 + (i % 2);
+      s[idx] = first_token + ln.tok0 >= limit[i] ? -INFINITY : s[idx];
+      s[idx + 2] = first_token + ln.tok1 >= limit[i] ? -INFINITY : s[idx + 2];
+    }
+  }
+  float mx[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int idx = (i / 2) * 4 + (i % 2);
+    mx[i] = fmaxf(s[idx], s[idx + 2]);
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
+  }
+  if (ln.g == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sm.red[ln.warp][row_of(i, ln.c)] = mx[i];
+  }
+  named_barrier_sync(kBarWarpgroup, 128);
+  const uint32_t p_base = smem_u32(sm.p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = row_of(i, ln.c);
+    float m_new = fmaxf(fmaxf(sm.red[0][n], sm.red[1][n]), fmaxf(sm.red[2][n], sm.red[3][n]));
+    m_new = fmaxf(m_new, rs.m[i]);
+    alpha[i] = m_new == -INFINITY ? 1.f : exp2f((rs.m[i] - m_new) * scale_log2);
+    // A row with no unmasked key yet keeps max -inf; base 0 then gives exp2(-inf) = 0, not NaN.
+    const float base = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
+    const int idx = (i / 2) * 4 + (i % 2);
+    const float p0 = exp2_ftz(fmaf(s[idx], scale_log2, -base));
+    const float p1 = exp2_ftz(fmaf(s[idx + 2], scale_log2, -base));
+    rs.l[i] = rs.l[i] * alpha[i] + p0 + p1;
+    rs.m[i] = m_new;
+    // P^T[n][k]: k-step tok / 16, position logical_k(tok % 16).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int tok = h ? ln.tok1 : ln.tok0;
+      const int k = (tok / 16) * 16 + logical_k(tok % 16);
+      const MathT v = std::is_same_v<MathT, __half> ? MathT(__float2half_rn(h ? p1 : p0))
+                                                   : MathT(__float2bfloat16_rn(h ? p1 : p0));
+      sts16(p_base + sw128(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
+    }
+  }
+  fence_proxy_async();  // P^T is read by wgmma
+  named_barrier_sync(kBarWarpgroup, 128);
+}
+
+__device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f || alpha[2] != 1.f || alpha[3] != 1.f)) return;
+#pragma unroll
+  for (int b = 0; b < 8; ++b)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = (i / 2) * 4 + (i % 2);
+      o[b][idx] *= alpha[i];
+      o[b][idx + 2] *= alpha[i];
+    }
+}
+
+// ---- copies ------------------------------------------------------------------------------------
+
+template <int kKind>
+__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const KvMaps& maps,
+                                          int stage, int page, uint64_t policy) {
+  using Page = NarrowPage<kKind>;
+  uint64_t* bar = &sm.full[stage];
+  if (page < 0 || page >= p.num_pages) {
+    atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+    mbarrier_arrive(bar);
+    return;
+  }
+  mbarrier_arrive_expect_tx(bar, Page::kBytes);
+  uint8_t* dst = sm.kv[stage];
+  if constexpr (kKind == kKvE4M3) {
+#pragma unroll
+    for (int b = 0; b < Page::kLatentBoxes; ++b)
+      tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
+    tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
+  }
+}
+
+}  // namespace narrow
+
+template <typename T, int kKind>
+__global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPerSm)
+    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
+  using namespace narrow;
+  using MathT = __half;  // e4m3 -> f16 is exact and one instruction per pair
+  extern __shared__ uint8_t smem_raw[];
+  NarrowSharedStorage<kKind>& sm = *reinterpret_cast<NarrowSharedStorage<kKind>*>(
+      smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NCfg::kStages; ++s) {
+      mbarrier_init(&sm.full[s], 1);
+      mbarrier_init(&sm.empty[s], NCfg::kConsumerWarps);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int m_tile = blockIdx.x;
+  const int part_idx = blockIdx.y;
+  const SplitPart part = begin_part(p, part_idx);
+  if (part.begin_req > part.end_req) return;
+
+  if (warp == NCfg::kConsumerWarps) {
+    // ---------------- producer ----------------
+    if (threadIdx.x % 32 != 0) return;
+    prefetch_tensor_map(&maps.kv);
+    prefetch_tensor_map(&maps.rope);
+    const uint64_t policy = l2_evict_first_policy();
+    uint32_t it = 0;
+    for (TileCursor cur(p, part, part_idx); cur.valid(); cur.next(), ++it) {
+      const int stage = it % NCfg::kStages;
+      const int page = p.block_table[cur.req * p.block_table_stride + cur.block];  // loads under the wait
+      mbarrier_wait(&sm.empty[stage], ((it / NCfg::kStages) & 1) ^ 1);
+      narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  const int t = threadIdx.x;
+  Lane ln;
+  ln.warp = warp;
+  ln.g = (t % 32) / 4;
+  ln.c = t % 4;
+  ln.tok0 = warp * 16 + ln.g;
+  ln.tok1 = ln.tok0 + 8;
+  const int dim0 = (warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 output dims
+  uint32_t it = 0;
+
+  for (int req = part.begin_req; req <= part.end_req; ++req) {
+    const Segment seg = make_segment(p, part, part_idx, req);
+    const int tiles = seg.block_end - seg.block_begin;
+
+    named_barrier_sync(kBarWarpgroup, 128);  // the previous segment's readers of Q and red are done
+    int q_shift = 0;
+    if (tiles > 0) {
+      q_shift = load_q<T, MathT>(p, req, m_tile, sm, t);
+      fence_proxy_async();
+    }
+    named_barrier_sync(kBarWarpgroup, 128);
+    const float q_unscale = exp2f(static_cast<float>(q_shift));
+    const float scale_log2 = p.scale_log2 * q_unscale;
+
+    int limit[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) limit[i] = key_limit(p, seg.seqlen, m_tile * NCfg::kRows + row_of(i, ln.c));
+    const int min_limit = key_limit(p, seg.seqlen, m_tile * NCfg::kRows);
+
+    float o[8][8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[b][i] = 0.f;
+    RowState rs;
+    bool bad_page = false;
+
+    for (int j = 0; j < tiles; ++j, ++it) {
+      const int block = seg.block_begin + j;
+      const int stage = it % NCfg::kStages;
+      // The previous PV is done: its stage goes back to the producer.
+      wgmma_wait<0>();
+#pragma unroll
+      for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+      if (j > 0 && t % 32 == 0) mbarrier_arrive(&sm.empty[(it - 1) % NCfg::kStages]);
+      const int page = p.block_table[req * p.block_table_stride + block];
+      bad_page |= page < 0 || page >= p.num_pages;
+      mbarrier_wait(&sm.full[stage], (it / NCfg::kStages) & 1);
+      const uint32_t stage_base = smem_u32(sm.kv[stage]);
+
+      float s[8];
+      issue_qk_e4m3<MathT>(sm, stage_base, ln, s);
+      wgmma_wait<0>();
+      fence_operands(s);
+      const int first_token = block * NCfg::kTokens;
+      float alpha[4];
+      softmax_step<MathT>(sm, s, ln, first_token, limit, min_limit, scale_log2, rs, alpha);
+      rescale(o, alpha);
+      issue_pv_e4m3<MathT>(sm, stage_base, ln, seg.seqlen - first_token, o);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+    if (tiles > 0 && t % 32 == 0) mbarrier_arrive(&sm.empty[(it - 1) % NCfg::kStages]);
+
+    // ---- epilogue: row sums over the warpgroup, normalize, write out/lse or the partial ----
+    float l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      l[i] = rs.l[i];
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) l[i] += __shfl_xor_sync(0xffffffffu, l[i], off);
+    }
+    if (ln.g == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm.red[warp][row_of(i, ln.c)] = l[i];
+    }
+    named_barrier_sync(kBarWarpgroup, 128);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int n = row_of(i, ln.c);
+      l[i] = sm.red[0][n] + sm.red[1][n] + sm.red[2][n] + sm.red[3][n];
+    }
+
+    const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+    if (seg.errors && t == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
+    const bool poison = errors != 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = m_tile * NCfg::kRows + row_of(i, ln.c);
+      if (row >= p.rows) continue;
+      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale / l[i] : 0.f);
+      const int idx = (i / 2) * 4 + (i % 2);
+      float v[16];
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        v[2 * b] = o[b][idx] * inv;
+        v[2 * b + 1] = o[b][idx + 2] * inv;
+      }
+      const int qi = row / p.num_heads, head = row % p.num_heads;
+      if (seg.write_final) {
+        T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h + dim0;
+        uint4* dst = reinterpret_cast<uint4*>(out);
+        dst[0] = make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
+        dst[1] = make_uint4(pack2<T>(v[8], v[9]), pack2<T>(v[10], v[11]), pack2<T>(v[12], v[13]),
+                            pack2<T>(v[14], v[15]));
+      } else {
+        float4* dst = reinterpret_cast<float4*>(
+            p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + dim0);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+      }
+      if (warp == 0 && ln.g == 0) {
+        const float lse =
+            poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * q_unscale) + logf(l[i]) : -INFINITY);
+        if (seg.write_final) {
+          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+        } else {
+          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace openmla::kernels::sm90
