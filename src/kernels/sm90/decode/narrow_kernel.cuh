@@ -87,16 +87,15 @@ __device__ __forceinline__ uint32_t sw128(int row, int chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
-// Q^T (B of S^T, K-major: 16 rows x 64 dims per box) for k-step ks of 36.
-template <int kKind>
-__device__ __forceinline__ uint64_t q_desc(const NarrowSharedStorage<kKind>& sm, int ks) {
-  return sw128_desc(smem_u32(sm.q) + (ks / 4) * NCfg::kQBoxBytes + (ks % 4) * 32, 16, 1024);
-}
-// P^T (B of O^T, K-major: 16 rows x 64 tokens) for k-step kk of 4.
-template <int kKind>
-__device__ __forceinline__ uint64_t p_desc(const NarrowSharedStorage<kKind>& sm, int kk) {
-  return sw128_desc(smem_u32(sm.p) + kk * 32, 16, 1024);
-}
+// Q^T (B of S^T, K-major: 16 rows x 64 dims per box) and P^T (B of O^T, K-major: 16 rows x 64
+// tokens) descriptors: the k-step's is the first one plus a constant (the address field counts 16 B).
+struct Descriptors {
+  uint64_t q, p;
+  __device__ uint64_t q_step(int ks) const {
+    return q + static_cast<uint64_t>(((ks / 4) * NCfg::kQBoxBytes + (ks % 4) * 32) >> 4);
+  }
+  __device__ uint64_t p_step(int kk) const { return p + static_cast<uint64_t>((kk * 32) >> 4); }
+};
 
 // ---- Q -----------------------------------------------------------------------------------------
 
@@ -167,25 +166,21 @@ struct Lane {
 
 // S^T = K Q^T over 576 dims, e4m3 cache: per 64-dim block, two 16-B loads (one per token row),
 // eight conversions and four wgmmas. Groups of one block are committed separately so that only two
-// blocks' fragments are live.
-template <typename MathT>
-__device__ __forceinline__ void issue_qk_e4m3(const NarrowSharedStorage<kKvE4M3>& sm, uint32_t stage_base,
-                                              const Lane& ln, float (&s)[8]) {
+// blocks' fragments are live; the next block's bytes are loaded before this block's wgmmas issue.
+__device__ __forceinline__ uint32_t qk_chunk_addr_e4m3(uint32_t stage_base, int kb, int tok, int c) {
   using Page = NarrowPage<kKvE4M3>;
+  if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128(tok, c + 4 * (kb % 2));
+  return stage_base + Page::kRopeOffset + tok * Page::kRopeRowBytes + c * 16;
+}
+
+template <typename MathT>
+__device__ __forceinline__ void issue_qk_e4m3(uint32_t stage_base, const Descriptors& desc, const Lane& ln,
+                                              float (&s)[8]) {
   fence_operands(s);
+  uint4 r0 = lds128(qk_chunk_addr_e4m3(stage_base, 0, ln.tok0, ln.c));
+  uint4 r1 = lds128(qk_chunk_addr_e4m3(stage_base, 0, ln.tok1, ln.c));
 #pragma unroll
   for (int kb = 0; kb < NCfg::kQBoxes; ++kb) {
-    uint32_t a0, a1;  // byte addresses of the thread's chunk for tok0 / tok1
-    if (kb < 8) {
-      const uint32_t box = stage_base + (kb / 2) * Page::kLatentBoxBytes;
-      const int chunk = ln.c + 4 * (kb % 2);
-      a0 = box + sw128(ln.tok0, chunk);
-      a1 = box + sw128(ln.tok1, chunk);
-    } else {
-      a0 = stage_base + Page::kRopeOffset + ln.tok0 * Page::kRopeRowBytes + ln.c * 16;
-      a1 = stage_base + Page::kRopeOffset + ln.tok1 * Page::kRopeRowBytes + ln.c * 16;
-    }
-    const uint4 r0 = lds128(a0), r1 = lds128(a1);
     uint32_t a[4][4];
 #pragma unroll
     for (int st = 0; st < 4; ++st) {
@@ -194,9 +189,13 @@ __device__ __forceinline__ void issue_qk_e4m3(const NarrowSharedStorage<kKvE4M3>
       a[st][2] = e4m3x2_to_f16x2<true>(word(r0, st));
       a[st][3] = e4m3x2_to_f16x2<true>(word(r1, st));
     }
+    if (kb + 1 < NCfg::kQBoxes) {
+      r0 = lds128(qk_chunk_addr_e4m3(stage_base, kb + 1, ln.tok0, ln.c));
+      r1 = lds128(qk_chunk_addr_e4m3(stage_base, kb + 1, ln.tok1, ln.c));
+    }
     wgmma_fence();
 #pragma unroll
-    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<MathT>(s, a[st], q_desc(sm, kb * 4 + st), kb > 0 || st > 0);
+    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<MathT>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
     wgmma_commit();
     wgmma_wait<1>();
   }
@@ -204,24 +203,32 @@ __device__ __forceinline__ void issue_qk_e4m3(const NarrowSharedStorage<kKvE4M3>
 }
 
 // O^T += V^T P^T, e4m3 cache: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of
-// tokens 4c..4c+3), two byte permutes and four conversions per m-block. Tokens from `valid` on
-// (past seqlen in the last page; their bytes may be anything, NaN included) read as zero.
+// tokens 4c..4c+3), two byte permutes and four conversions per m-block; the next k-step's bytes are
+// loaded before the second half of this one issues. kLastTile: tokens from `valid` on (past seqlen;
+// their bytes may be anything, NaN included) read as zero. Each thread releases the stage after
+// its last read (the wgmmas read only registers and P^T).
+__device__ __forceinline__ void pv_load_e4m3(uint32_t box, const Lane& ln, int kk, int valid, bool last_tile,
+                                             uint4 (&r)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int tok = 16 * kk + 4 * ln.c + e;
+    r[e] = lds128(box + sw128(tok, ln.g));
+    if (last_tile && tok >= valid) r[e] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <typename MathT>
-__device__ __forceinline__ void issue_pv_e4m3(const NarrowSharedStorage<kKvE4M3>& sm, uint32_t stage_base,
-                                              const Lane& ln, int valid, float (&o)[8][8]) {
+__device__ __forceinline__ void issue_pv_e4m3(uint32_t stage_base, const Descriptors& desc, const Lane& ln,
+                                              int valid, uint64_t* empty, float (&o)[8][8]) {
   using Page = NarrowPage<kKvE4M3>;
   const uint32_t box = stage_base + ln.warp * Page::kLatentBoxBytes;  // the thread's 16 dims: chunk g of box `warp`
+  const bool last_tile = valid < NCfg::kTokens;  // uniform
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+  uint4 r[4];
+  pv_load_e4m3(box, ln, 0, valid, last_tile, r);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    uint4 r[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int tok = 16 * kk + 4 * ln.c + e;
-      r[e] = lds128(box + sw128(tok, ln.g));
-      if (tok >= valid) r[e] = make_uint4(0, 0, 0, 0);
-    }
     // Two groups of four m-blocks: only two groups' fragments (32 registers) are live at a time.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -240,15 +247,22 @@ __device__ __forceinline__ void issue_pv_e4m3(const NarrowSharedStorage<kKvE4M3>
         a[bb][2] = e4m3x2_to_f16x2<false>(w23);
         a[bb][3] = e4m3x2_to_f16x2<true>(w23);
       }
+      if (half == 1) {
+        if (kk + 1 < 4) {
+          pv_load_e4m3(box, ln, kk + 1, valid, last_tile, r);
+        } else {
+          mbarrier_arrive(empty);  // this thread's reads of the stage are done
+        }
+      }
       wgmma_fence();
 #pragma unroll
-      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<MathT>(o[half * 4 + bb], a[bb], p_desc(sm, kk), true);
+      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<MathT>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
       wgmma_commit();
       wgmma_wait<1>();
     }
   }
-#pragma unroll
-  for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+  // The last group stays in flight into the next tile's QK (whose first wait retires it); the
+  // caller fences o after a later wait.
 }
 
 // ---- softmax -----------------------------------------------------------------------------------
@@ -371,7 +385,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
   if (threadIdx.x == 0) {
     for (int s = 0; s < NCfg::kStages; ++s) {
       mbarrier_init(&sm.full[s], 1);
-      mbarrier_init(&sm.empty[s], NCfg::kConsumerWarps);
+      mbarrier_init(&sm.empty[s], NCfg::kConsumerWarps * 32);  // every consumer thread releases
     }
     fence_barrier_init();
   }
@@ -407,6 +421,9 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
   ln.tok0 = warp * 16 + ln.g;
   ln.tok1 = ln.tok0 + 8;
   const int dim0 = (warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 output dims
+  Descriptors desc;
+  desc.q = sw128_desc(smem_u32(sm.q), 16, 1024);
+  desc.p = sw128_desc(smem_u32(sm.p), 16, 1024);
   uint32_t it = 0;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -439,30 +456,29 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     for (int j = 0; j < tiles; ++j, ++it) {
       const int block = seg.block_begin + j;
       const int stage = it % NCfg::kStages;
-      // The previous PV is done: its stage goes back to the producer.
-      wgmma_wait<0>();
-#pragma unroll
-      for (int b = 0; b < 8; ++b) fence_operands(o[b]);
-      if (j > 0 && t % 32 == 0) mbarrier_arrive(&sm.empty[(it - 1) % NCfg::kStages]);
       const int page = p.block_table[req * p.block_table_stride + block];
       bad_page |= page < 0 || page >= p.num_pages;
       mbarrier_wait(&sm.full[stage], (it / NCfg::kStages) & 1);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int b = 0; b < 8; ++b) fence_operands(o[b]);
       const uint32_t stage_base = smem_u32(sm.kv[stage]);
 
       float s[8];
-      issue_qk_e4m3<MathT>(sm, stage_base, ln, s);
+      issue_qk_e4m3<MathT>(stage_base, desc, ln, s);
       wgmma_wait<0>();
       fence_operands(s);
+#pragma unroll
+      for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
       const int first_token = block * NCfg::kTokens;
       float alpha[4];
       softmax_step<MathT>(sm, s, ln, first_token, limit, min_limit, scale_log2, rs, alpha);
       rescale(o, alpha);
-      issue_pv_e4m3<MathT>(sm, stage_base, ln, seg.seqlen - first_token, o);
+      issue_pv_e4m3<MathT>(stage_base, desc, ln, seg.seqlen - first_token, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int b = 0; b < 8; ++b) fence_operands(o[b]);
-    if (tiles > 0 && t % 32 == 0) mbarrier_arrive(&sm.empty[(it - 1) % NCfg::kStages]);
 
     // ---- epilogue: row sums over the warpgroup, normalize, write out/lse or the partial ----
     float l[4];
