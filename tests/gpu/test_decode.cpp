@@ -210,8 +210,11 @@ std::vector<Fp8Param> fp8_shapes() {
     for (int h : {8, 16, 32, 64, 128})
       for (int s : {1, 4}) v.push_back({f, s, h, DType::kBFloat16});
   v.push_back({KVFormat::kFP8E4M3, 2, 16, DType::kFloat16});
-  // <= 16 rows of per-tensor e4m3 run the sm90 narrow kernel: both query types, causal pairs.
+  // <= 16 rows run the sm90 narrow kernel (per-tensor e4m3 with either query type, ds_mla with
+  // bf16 queries; ds_mla with fp16 queries stays on the wide kernel): causal pairs too.
   v.push_back({KVFormat::kFP8E4M3, 2, 8, DType::kBFloat16});
+  v.push_back({KVFormat::kFP8DsMla, 2, 8, DType::kBFloat16});
+  v.push_back({KVFormat::kFP8DsMla, 1, 16, DType::kFloat16});
   v.push_back({KVFormat::kFP8E4M3, 1, 16, DType::kFloat16});
   v.push_back({KVFormat::kFP8E4M3, 2, 8, DType::kFloat16});
   v.push_back({KVFormat::kFP8DsMla, 2, 128, DType::kFloat16});
@@ -228,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()
                          });
 
 TEST(Decode, Fp8LargeBatchSplitAndGuards) {
-  // q_len 2 x 16 heads: 32 rows (sm90 wide kernel); q_len 1: 16 rows (narrow kernel for e4m3).
+  // q_len 2 x 16 heads: 32 rows (sm90 wide kernel); q_len 1: 16 rows (narrow kernel).
   for (int q_len : {2, 1}) {
     for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
       SCOPED_TRACE("q_len=" + std::to_string(q_len));

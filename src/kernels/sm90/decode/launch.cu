@@ -73,14 +73,26 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
-// The narrow kernel's maps (narrow_config.h, NarrowPage): per-tensor e4m3, `kv` = the 512 latent
-// bytes in boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64, unswizzled).
+// The narrow kernel's maps (narrow_config.h, NarrowPage): `kv` = the 512 latent bytes in boxes of
+// 128 B x 64 tokens (SW128); e4m3: `rope` = its 64 rope bytes (64 x 64, unswizzled); ds_mla:
+// `scales` (16 B x 64) and `rope` (128 B x 64, SW128) as for the wide kernel.
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
-  cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
-  if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
-  return e;
+  switch (format) {
+    case KVFormat::kFP8E4M3: {
+      cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
+      return e;
+    }
+    case KVFormat::kFP8DsMla: {
+      cudaError_t e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 16, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->scales);
+      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->rope);
+      return e;
+    }
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
@@ -89,8 +101,10 @@ cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps
 
 namespace openmla::kernels {
 
-Sm90Tile sm90_decode_tile(KVFormat format, bool /*q_is_bf16*/, int rows) {
-  if (kv_kind(format) == kKvE4M3 && rows <= sm90::NarrowConfig::kRows)
+Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows) {
+  // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as is.
+  const bool narrow_format = kv_kind(format) == kKvE4M3 || (kv_kind(format) == kKvDsMla && q_is_bf16);
+  if (narrow_format && rows <= sm90::NarrowConfig::kRows)
     return {sm90::NarrowConfig::kRows, sm90::NarrowConfig::kCtasPerSm, true};
   return {sm90::WideConfig::kRows, 1, false};
 }
@@ -100,7 +114,7 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows) {
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    if constexpr (kKind == kKvE4M3) {
+    if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
       if (narrow) return sm90::prepare_narrow_decode_kernel<T, kKind>();
     }
     return sm90::prepare_wide_decode_kernel<T, kKind>();
@@ -117,7 +131,7 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    if constexpr (kKind == kKvE4M3) {
+    if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
       if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps, programmatic, stream);
     }
     return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);

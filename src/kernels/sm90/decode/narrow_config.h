@@ -1,5 +1,6 @@
 // Configuration of the sm90a "narrow" decode kernel for FP8 caches and few query rows
-// (s_q * h_q <= 16: TP8 DeepSeek decode, h_q = 8 with two MTP tokens).
+// (s_q * h_q <= 16: TP8 DeepSeek decode, h_q = 8 with two MTP tokens): per-tensor e4m3 with either
+// query type, ds_mla with bf16 queries.
 //
 // Operands are swapped: the 64 KV tokens of a page are the wgmma M and the 16 query rows its N,
 // S^T = K Q^T and O^T += V^T P^T. The A operands (K, and V^T) come from registers, so each consumer
@@ -46,6 +47,25 @@ struct NarrowPage<kKvE4M3> {
   static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
 };
 
+// ds_mla: the latent as above, the four float tile scales per token (16 B x 64, unswizzled), the
+// bf16 rope (128 B x 64 tokens, SW128).
+template <>
+struct NarrowPage<kKvDsMla> {
+  static constexpr int kLatentBoxBytes = 64 * 128;
+  static constexpr int kLatentBoxes = 4;
+  static constexpr int kScalesOffset = kLatentBoxes * kLatentBoxBytes;  // 32,768
+  static constexpr int kRopeOffset = kScalesOffset + 64 * 16;           // 33,792 (1024-B aligned)
+  static constexpr int kBytes = kRopeOffset + 64 * 128;                 // 41,984 = 656 B x 64 tokens
+};
+
+// ds_mla scales of one page, factored per token t so that fp16 holds them exactly: tile scale
+// s[t][j] = hi[t] * lo[j][t], hi a power of two (2^(E - 6), E the largest exponent of the token's
+// four scales) and lo < 2^7 (so that 448 * lo fits fp16). Written by the producer warp.
+struct NarrowScaleTable {
+  uint16_t lo[4][64];  // fp16 bits, [tile][token]: a thread's four PV tokens are one 8-B load
+  float hi[64];
+};
+
 template <int kKind>
 struct alignas(1024) NarrowSharedStorage {
   using Page = NarrowPage<kKind>;
@@ -53,15 +73,21 @@ struct alignas(1024) NarrowSharedStorage {
   uint8_t q[NarrowConfig::kQBoxes * NarrowConfig::kQBoxBytes];  // Q^T, dims permuted (narrow_kernel.cuh)
   uint8_t p[NarrowConfig::kRows * 128];                    // P^T: 16 rows x 64 tokens, SW128
   float red[NarrowConfig::kConsumerWarps][NarrowConfig::kRows];  // per-warp row max / sum
-  uint64_t full[NarrowConfig::kStages];
-  uint64_t empty[NarrowConfig::kStages];
+  float red_hi[NarrowConfig::kConsumerWarps];                     // ds_mla: per-warp max of hi
+  NarrowScaleTable scales[kKind == kKvDsMla ? NarrowConfig::kStages : 1];
+  uint64_t full[NarrowConfig::kStages];    // the page landed (or was skipped)
+  uint64_t ready[NarrowConfig::kStages];   // ds_mla: its scale table is written
+  uint64_t empty[NarrowConfig::kStages];   // every consumer thread is done reading it
 };
 
 template <int kKind>
 inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack
-static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0, "stages stay 1024-B aligned for the SW128 boxes");
+static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0 &&
+                  NarrowPage<kKvDsMla>::kRopeOffset % 1024 == 0,
+              "stages and SW128 boxes stay 1024-B aligned");
 // Two CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA.
-static_assert(kNarrowSmemBytes<kKvE4M3> * NarrowConfig::kCtasPerSm + 2048 <= 233472,
+static_assert(kNarrowSmemBytes<kKvE4M3> * NarrowConfig::kCtasPerSm + 2048 <= 233472 &&
+                  kNarrowSmemBytes<kKvDsMla> * NarrowConfig::kCtasPerSm + 2048 <= 233472,
               "two narrow CTAs must fit on one SM");
 
 }  // namespace openmla::kernels::sm90

@@ -1,13 +1,15 @@
 // sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, <= 16 query rows.
 //
 // CTA (m_tile, part), 5 warps:
-//   producer  (warp 4, one lane): per KV tile, reads and range-checks the page id, waits for the
-//             stage to be free and copies the page as stored (TMA boxes, one barrier per stage).
-//             A bad id is never a coordinate: the barrier completes without data and the
-//             consumers poison the segment.
+//   producer  (warp 4): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
+//             to be free and copies the page as stored (TMA boxes, one barrier per stage). A bad id
+//             is never a coordinate: the barrier completes without data and the consumers poison the
+//             segment. For ds_mla the warp then factors the landed page's scales (NarrowScaleTable).
 //   consumers (warps 0-3, one warpgroup), per tile:
 //     S^T[64 tokens x 16 rows] = K Q^T: 36 wgmma m64n16k16, K from registers (each thread converts
-//       its two tokens' 16-byte chunks, e4m3 -> f16 in hardware), Q^T from shared memory;
+//       its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the fp16 part of the
+//       tile scale, the power-of-two part applied to the fp32 scores; its bf16 rope straight from
+//       shared memory in bf16 wgmmas), Q^T from shared memory;
 //     the online-softmax step over the 64 tokens (rows are columns here: a max across the four
 //       warps goes through shared memory), P^T to shared memory;
 //     O^T[512 x 16] += V^T P^T: 4 k-steps x 8 m-blocks of m64n16k16, V^T from registers (a thread
@@ -62,6 +64,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
   return d;
 }
 
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 template <uint32_t kSelector>
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -99,12 +107,16 @@ struct Descriptors {
 
 // ---- Q -----------------------------------------------------------------------------------------
 
-// Q rows of this m-tile into Q^T in MathT, every 64-dim box's k-steps in logical_k order; rows past
-// s_q * h_q are zero. A bf16 query for fp16 math is scaled by 2^-shift (shift >= 0 the smallest that
-// brings max |q| below 2^15; 0 unless |q| >= 32768) and the shift returned. 128 consumer threads.
-template <typename T, typename MathT, int kKind>
+// Q rows of this m-tile into Q^T, every 64-dim box's k-steps in logical_k order; rows past s_q * h_q
+// are zero. The dims multiplied with e4m3 values are stored in fp16: a bf16 query is scaled by
+// 2^-shift (shift >= 0 the smallest that brings their max |q| below 2^15; 0 unless |q| >= 32768) and
+// the shift returned. ds_mla's rope dims (box 8) stay bf16, as its cache stores them. 128 consumer
+// threads.
+template <typename T, int kKind>
 __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile, NarrowSharedStorage<kKind>& sm,
                                       int t) {
+  constexpr bool kConvert = !std::is_same_v<T, __half>;
+  constexpr int kFp16Boxes = kKind == kKvDsMla ? 8 : NCfg::kQBoxes;  // boxes multiplied with e4m3 values
   // Thread t: row t / 8, chunk t % 8 of every box (so every address is one base plus constants).
   static_assert(NCfg::kRows * 8 == 128, "one chunk column per consumer thread");
   const int r = t / 8, chunk = t % 8;
@@ -124,7 +136,7 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
     // Logical elements 8 half + 2j, +1 of k-step `step` are physical dims 64 box + 16 j + 4 step + 2 half + {0, 1}.
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[box][j] = src ? src[box * 32 + 8 * j] : 0u;
-    if constexpr (!std::is_same_v<T, MathT>) {
+    if (kConvert && box < kFp16Boxes) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         amax = fmaxf(amax,
@@ -132,7 +144,7 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
     }
   }
   int shift = 0;
-  if constexpr (!std::is_same_v<T, MathT>) {
+  if constexpr (kConvert) {
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (t % 32 == 0) sm.red[t / 32][0] = amax;
@@ -143,11 +155,11 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
     shift = exponent > 14 ? exponent - 14 : 0;
     const float scale = exp2f(static_cast<float>(-shift));
 #pragma unroll
-    for (int box = 0; box < NCfg::kQBoxes; ++box)
+    for (int box = 0; box < kFp16Boxes; ++box)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        v[box][j] = pack2<MathT>(__uint_as_float(v[box][j] << 16) * scale,
-                                 __uint_as_float(v[box][j] & 0xFFFF0000u) * scale);
+        v[box][j] = pack2<__half>(__uint_as_float(v[box][j] << 16) * scale,
+                                  __uint_as_float(v[box][j] & 0xFFFF0000u) * scale);
   }
 #pragma unroll
   for (int box = 0; box < NCfg::kQBoxes; ++box)
@@ -164,23 +176,39 @@ struct Lane {
   int tok0, tok1;  // its two token rows of S^T: 16 warp + g, + 8
 };
 
-// S^T = K Q^T over 576 dims, e4m3 cache: per 64-dim block, two 16-B loads (one per token row),
-// eight conversions and four wgmmas. Groups of one block are committed separately so that only two
-// blocks' fragments are live; the next block's bytes are loaded before this block's wgmmas issue.
-__device__ __forceinline__ uint32_t qk_chunk_addr_e4m3(uint32_t stage_base, int kb, int tok, int c) {
+// The thread's 16-B chunk of 64-dim block kb (0..8) of token `tok`: latent blocks in the SW128 boxes,
+// e4m3's rope block in its unswizzled box.
+__device__ __forceinline__ uint32_t qk_chunk_addr(uint32_t stage_base, int kb, int tok, int c) {
   using Page = NarrowPage<kKvE4M3>;
   if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128(tok, c + 4 * (kb % 2));
   return stage_base + Page::kRopeOffset + tok * Page::kRopeRowBytes + c * 16;
 }
 
-template <typename MathT>
-__device__ __forceinline__ void issue_qk_e4m3(uint32_t stage_base, const Descriptors& desc, const Lane& ln,
-                                              float (&s)[8]) {
-  fence_operands(s);
-  uint4 r0 = lds128(qk_chunk_addr_e4m3(stage_base, 0, ln.tok0, ln.c));
-  uint4 r1 = lds128(qk_chunk_addr_e4m3(stage_base, 0, ln.tok1, ln.c));
+__device__ __forceinline__ uint32_t broadcast_half(uint16_t h) { return static_cast<uint32_t>(h) * 0x10001u; }
+
+// S^T = K Q^T over 576 dims: per 64-dim block, two 16-B loads (one per token row), eight
+// conversions (ds_mla: and eight multiplies by the fp16 part of the tile scale) and four wgmmas.
+// Groups of one block are committed separately so that only two blocks' fragments are live; the
+// next block's bytes are loaded before this block's wgmmas issue. ds_mla: the latent scores are then
+// scaled by the power-of-two part of the scale (`hi`, per token, times 2^q_shift) and the rope
+// k-steps added in bf16 from shared memory. Leaves the last group in flight.
+template <int kKind>
+__device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
+                                         const Lane& ln, float hi0, float hi1, float (&s)[8]) {
+  constexpr int kE4m3Blocks = kKind == kKvDsMla ? 8 : NCfg::kQBoxes;
+  uint32_t lo0[4], lo1[4];  // ds_mla: the fp16 scale factors of tok0 / tok1 per tile, broadcast to pairs
+  if constexpr (kKind == kKvDsMla) {
 #pragma unroll
-  for (int kb = 0; kb < NCfg::kQBoxes; ++kb) {
+    for (int j = 0; j < 4; ++j) {
+      lo0[j] = broadcast_half(table.lo[j][ln.tok0]);
+      lo1[j] = broadcast_half(table.lo[j][ln.tok1]);
+    }
+  }
+  fence_operands(s);
+  uint4 r0 = lds128(qk_chunk_addr(stage_base, 0, ln.tok0, ln.c));
+  uint4 r1 = lds128(qk_chunk_addr(stage_base, 0, ln.tok1, ln.c));
+#pragma unroll
+  for (int kb = 0; kb < kE4m3Blocks; ++kb) {
     uint32_t a[4][4];
 #pragma unroll
     for (int st = 0; st < 4; ++st) {
@@ -188,47 +216,97 @@ __device__ __forceinline__ void issue_qk_e4m3(uint32_t stage_base, const Descrip
       a[st][1] = e4m3x2_to_f16x2<false>(word(r1, st));
       a[st][2] = e4m3x2_to_f16x2<true>(word(r0, st));
       a[st][3] = e4m3x2_to_f16x2<true>(word(r1, st));
+      if constexpr (kKind == kKvDsMla) {
+        a[st][0] = hmul2(a[st][0], lo0[kb / 2]);
+        a[st][1] = hmul2(a[st][1], lo1[kb / 2]);
+        a[st][2] = hmul2(a[st][2], lo0[kb / 2]);
+        a[st][3] = hmul2(a[st][3], lo1[kb / 2]);
+      }
     }
-    if (kb + 1 < NCfg::kQBoxes) {
-      r0 = lds128(qk_chunk_addr_e4m3(stage_base, kb + 1, ln.tok0, ln.c));
-      r1 = lds128(qk_chunk_addr_e4m3(stage_base, kb + 1, ln.tok1, ln.c));
+    if (kb + 1 < kE4m3Blocks) {
+      r0 = lds128(qk_chunk_addr(stage_base, kb + 1, ln.tok0, ln.c));
+      r1 = lds128(qk_chunk_addr(stage_base, kb + 1, ln.tok1, ln.c));
     }
     wgmma_fence();
 #pragma unroll
-    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<MathT>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
+    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<__half>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
     wgmma_commit();
     wgmma_wait<1>();
+  }
+  if constexpr (kKind == kKvDsMla) {
+    // The rope: bf16 fragments as stored (k-step st of the thread: 8 B at 32c + 8st of the row).
+    using Page = NarrowPage<kKvDsMla>;
+    const uint32_t rope = stage_base + Page::kRopeOffset;
+    const uint4 c00 = lds128(rope + sw128(ln.tok0, 2 * ln.c)), c01 = lds128(rope + sw128(ln.tok0, 2 * ln.c + 1));
+    const uint4 c10 = lds128(rope + sw128(ln.tok1, 2 * ln.c)), c11 = lds128(rope + sw128(ln.tok1, 2 * ln.c + 1));
+    uint32_t a[4][4];
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+      const uint4& t0 = st < 2 ? c00 : c01;
+      const uint4& t1 = st < 2 ? c10 : c11;
+      a[st][0] = word(t0, 2 * (st % 2));
+      a[st][1] = word(t1, 2 * (st % 2));
+      a[st][2] = word(t0, 2 * (st % 2) + 1);
+      a[st][3] = word(t1, 2 * (st % 2) + 1);
+    }
+    wgmma_wait<0>();
+    fence_operands(s);
+#pragma unroll
+    for (int n8 = 0; n8 < 2; ++n8) {
+      s[4 * n8 + 0] *= hi0;
+      s[4 * n8 + 1] *= hi0;
+      s[4 * n8 + 2] *= hi1;
+      s[4 * n8 + 3] *= hi1;
+    }
+    fence_operands(s);
+    wgmma_fence();
+#pragma unroll
+    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<__nv_bfloat16>(s, a[st], desc.q_step(32 + st), true);
+    wgmma_commit();
   }
   fence_operands(s);
 }
 
-// O^T += V^T P^T, e4m3 cache: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of
-// tokens 4c..4c+3), two byte permutes and four conversions per m-block; the next k-step's bytes are
-// loaded before the second half of this one issues. kLastTile: tokens from `valid` on (past seqlen;
-// their bytes may be anything, NaN included) read as zero. Each thread releases the stage after
-// its last read (the wgmmas read only registers and P^T).
-__device__ __forceinline__ void pv_load_e4m3(uint32_t box, const Lane& ln, int kk, int valid, bool last_tile,
-                                             uint4 (&r)[4]) {
+// O^T += V^T P^T: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of tokens
+// 4c..4c+3), two byte permutes and four conversions per m-block (ds_mla: and four multiplies by
+// the tokens' fp16 scale factors of the thread's tile, which is its warp's); the next k-step's bytes
+// are loaded before the second half of this one issues. In the last tile, tokens from `valid` on
+// (past seqlen; their bytes and scales may be anything, NaN included) read as zero. Each thread
+// releases the stage after its last read (the wgmmas read only registers and P^T).
+template <int kKind>
+__device__ __forceinline__ void pv_load(uint32_t box, const NarrowScaleTable& table, const Lane& ln, int kk, int valid,
+                                        bool last_tile, uint4 (&r)[4], uint2& lo) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int tok = 16 * kk + 4 * ln.c + e;
     r[e] = lds128(box + sw128(tok, ln.g));
     if (last_tile && tok >= valid) r[e] = make_uint4(0, 0, 0, 0);
   }
+  if constexpr (kKind == kKvDsMla) {
+    const int tok = 16 * kk + 4 * ln.c;
+    lo = *reinterpret_cast<const uint2*>(&table.lo[ln.warp][tok]);
+    if (last_tile) {
+      if (tok + 0 >= valid) lo.x &= 0xFFFF0000u;
+      if (tok + 1 >= valid) lo.x &= 0x0000FFFFu;
+      if (tok + 2 >= valid) lo.y &= 0xFFFF0000u;
+      if (tok + 3 >= valid) lo.y &= 0x0000FFFFu;
+    }
+  }
 }
 
-template <typename MathT>
-__device__ __forceinline__ void issue_pv_e4m3(uint32_t stage_base, const Descriptors& desc, const Lane& ln,
-                                              int valid, uint64_t* empty, float (&o)[8][8]) {
-  using Page = NarrowPage<kKvE4M3>;
-  const uint32_t box = stage_base + ln.warp * Page::kLatentBoxBytes;  // the thread's 16 dims: chunk g of box `warp`
-  const bool last_tile = valid < NCfg::kTokens;  // uniform
+template <int kKind>
+__device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
+                                         const Lane& ln, int valid, uint64_t* empty, float (&o)[8][8]) {
+  const uint32_t box = stage_base + ln.warp * NarrowPage<kKind>::kLatentBoxBytes;  // the thread's dims: chunk g
+  const bool last_tile = valid < NCfg::kTokens;                                    // uniform
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
   uint4 r[4];
-  pv_load_e4m3(box, ln, 0, valid, last_tile, r);
+  uint2 lo;
+  pv_load<kKind>(box, table, ln, 0, valid, last_tile, r, lo);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
+    const uint2 scale = lo;
     // Two groups of four m-blocks: only two groups' fragments (32 registers) are live at a time.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -246,23 +324,28 @@ __device__ __forceinline__ void issue_pv_e4m3(uint32_t stage_base, const Descrip
         a[bb][1] = e4m3x2_to_f16x2<true>(w01);
         a[bb][2] = e4m3x2_to_f16x2<false>(w23);
         a[bb][3] = e4m3x2_to_f16x2<true>(w23);
+        if constexpr (kKind == kKvDsMla) {
+          a[bb][0] = hmul2(a[bb][0], scale.x);
+          a[bb][1] = hmul2(a[bb][1], scale.x);
+          a[bb][2] = hmul2(a[bb][2], scale.y);
+          a[bb][3] = hmul2(a[bb][3], scale.y);
+        }
       }
       if (half == 1) {
         if (kk + 1 < 4) {
-          pv_load_e4m3(box, ln, kk + 1, valid, last_tile, r);
+          pv_load<kKind>(box, table, ln, kk + 1, valid, last_tile, r, lo);
         } else {
           mbarrier_arrive(empty);  // this thread's reads of the stage are done
         }
       }
       wgmma_fence();
 #pragma unroll
-      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<MathT>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
+      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<__half>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
       wgmma_commit();
       wgmma_wait<1>();
     }
   }
-  // The last group stays in flight into the next tile's QK (whose first wait retires it); the
-  // caller fences o after a later wait.
+  // The last group stays in flight; the caller retires it before touching o.
 }
 
 // ---- softmax -----------------------------------------------------------------------------------
@@ -277,16 +360,21 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 __device__ __forceinline__ int row_of(int i, int c) { return (i / 2) * 8 + 2 * c + (i % 2); }
 
 struct RowState {
-  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};  // running max (raw score units)
+  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};  // running max (score units)
   float l[4] = {0.f, 0.f, 0.f, 0.f};                          // this thread's share of the row sums
+  // ds_mla: O is kept in units of 1 / h, h the largest scale factor `hi` seen so far (so that
+  // P * hi_t / h <= 1 fits fp16); 1 for e4m3.
+  float h = 0.f;
 };
 
 // One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
-// P^T in shared memory (logical_k order) and returns the rescale factors of the old state.
-template <typename MathT, int kKind>
+// P^T in shared memory (logical_k order; ds_mla: times hi_t / h) and returns the rescale factors of
+// O (alpha_o) and l (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen).
+template <int kKind>
 __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, float (&s)[8], const Lane& ln,
                                              int first_token, const int (&limit)[4], int min_limit, float scale_log2,
-                                             RowState& rs, float (&alpha)[4]) {
+                                             float hi0, float hi1, RowState& rs, float (&alpha)[4],
+                                             float (&alpha_o)[4]) {
   if (first_token + NCfg::kTokens > min_limit) {  // uniform: only the last tile or two
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -303,11 +391,27 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
 #pragma unroll
     for (int o = 4; o < 32; o *= 2) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
   }
+  float hmax = 0.f;
+  if constexpr (kKind == kKvDsMla) {
+    hmax = fmaxf(hi0, hi1);
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) hmax = fmaxf(hmax, __shfl_xor_sync(0xffffffffu, hmax, o));
+  }
   if (ln.g == 0) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) sm.red[ln.warp][row_of(i, ln.c)] = mx[i];
+    if (kKind == kKvDsMla && ln.c == 0) sm.red_hi[ln.warp] = hmax;
   }
   named_barrier_sync(kBarWarpgroup, 128);
+  float h_ratio = 1.f, f0 = 1.f, f1 = 1.f;  // O's rescale for a new h; P's factors hi_t / h
+  if constexpr (kKind == kKvDsMla) {
+    const float h_new =
+        fmaxf(rs.h, fmaxf(fmaxf(sm.red_hi[0], sm.red_hi[1]), fmaxf(sm.red_hi[2], sm.red_hi[3])));
+    h_ratio = h_new == rs.h ? 1.f : rs.h / h_new;
+    rs.h = h_new;
+    f0 = hi0 / h_new;
+    f1 = hi1 / h_new;
+  }
   const uint32_t p_base = smem_u32(sm.p);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -315,6 +419,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
     float m_new = fmaxf(fmaxf(sm.red[0][n], sm.red[1][n]), fmaxf(sm.red[2][n], sm.red[3][n]));
     m_new = fmaxf(m_new, rs.m[i]);
     alpha[i] = m_new == -INFINITY ? 1.f : exp2f((rs.m[i] - m_new) * scale_log2);
+    alpha_o[i] = alpha[i] * h_ratio;
     // A row with no unmasked key yet keeps max -inf; base 0 then gives exp2(-inf) = 0, not NaN.
     const float base = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
     const int idx = (i / 2) * 4 + (i % 2);
@@ -327,8 +432,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
     for (int h = 0; h < 2; ++h) {
       const int tok = h ? ln.tok1 : ln.tok0;
       const int k = (tok / 16) * 16 + logical_k(tok % 16);
-      const MathT v = std::is_same_v<MathT, __half> ? MathT(__float2half_rn(h ? p1 : p0))
-                                                   : MathT(__float2bfloat16_rn(h ? p1 : p0));
+      const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
       sts16(p_base + sw128(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
     }
   }
@@ -348,7 +452,7 @@ __device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4
     }
 }
 
-// ---- copies ------------------------------------------------------------------------------------
+// ---- copies and the scale table ------------------------------------------------------------------
 
 template <int kKind>
 __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const KvMaps& maps,
@@ -362,11 +466,38 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   }
   mbarrier_arrive_expect_tx(bar, Page::kBytes);
   uint8_t* dst = sm.kv[stage];
-  if constexpr (kKind == kKvE4M3) {
 #pragma unroll
-    for (int b = 0; b < Page::kLatentBoxes; ++b)
-      tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
+  for (int b = 0; b < Page::kLatentBoxes; ++b)
+    tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
+  if constexpr (kKind == kKvE4M3) {
     tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
+  } else {
+    tma_load_3d(dst + Page::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
+    tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
+  }
+}
+
+// ds_mla: the landed page's scales, factored (NarrowScaleTable), by the producer warp (two tokens a
+// lane). hi = 2^(E - 6) with E the largest unbiased exponent of the token's four scales (at least
+// -126, so that hi > 0 for all-zero scales), lo = scale / hi < 2^7, rounded to fp16 (exact for
+// powers of two down to 2^-24 hi, which FlashMLA's quantizer and write_kv produce).
+__device__ __forceinline__ void build_scale_table(const uint8_t* stage, NarrowScaleTable& table, int lane) {
+  using Page = NarrowPage<kKvDsMla>;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int tok = lane + 32 * h;
+    const float4 sc = *reinterpret_cast<const float4*>(stage + Page::kScalesOffset + tok * 16);
+    const float v[4] = {sc.x, sc.y, sc.z, sc.w};
+    int e = 1;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) e = max(e, static_cast<int>((__float_as_uint(v[j]) >> 23) & 0xFF));
+    const int exponent = e - 127;  // biased e in [1, 255]
+    table.hi[tok] = ldexpf(1.f, exponent - 6);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __half lo = __float2half_rn(ldexpf(v[j], 6 - exponent));
+      table.lo[j][tok] = *reinterpret_cast<const uint16_t*>(&lo);
+    }
   }
 }
 
@@ -376,15 +507,18 @@ template <typename T, int kKind>
 __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPerSm)
     narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   using namespace narrow;
-  using MathT = __half;  // e4m3 -> f16 is exact and one instruction per pair
+  static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
+                "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
   extern __shared__ uint8_t smem_raw[];
   NarrowSharedStorage<kKind>& sm = *reinterpret_cast<NarrowSharedStorage<kKind>*>(
       smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+  const int lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < NCfg::kStages; ++s) {
       mbarrier_init(&sm.full[s], 1);
+      mbarrier_init(&sm.ready[s], 32);                        // the producer warp's lanes
       mbarrier_init(&sm.empty[s], NCfg::kConsumerWarps * 32);  // every consumer thread releases
     }
     fence_barrier_init();
@@ -398,16 +532,32 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
 
   if (warp == NCfg::kConsumerWarps) {
     // ---------------- producer ----------------
-    if (threadIdx.x % 32 != 0) return;
-    prefetch_tensor_map(&maps.kv);
-    prefetch_tensor_map(&maps.rope);
+    if (kKind != kKvDsMla && lane != 0) return;
+    if (lane == 0) {
+      prefetch_tensor_map(&maps.kv);
+      prefetch_tensor_map(&maps.rope);
+      if (kKind == kKvDsMla) prefetch_tensor_map(&maps.scales);
+    }
     const uint64_t policy = l2_evict_first_policy();
+    // ds_mla: the scale table of the previous page, once it landed (after this page's copy is issued).
+    auto table_of = [&](uint32_t i) {
+      const int stage = i % NCfg::kStages;
+      mbarrier_wait(&sm.full[stage], (i / NCfg::kStages) & 1);
+      build_scale_table(sm.kv[stage], sm.scales[stage], lane);
+      mbarrier_arrive(&sm.ready[stage]);
+    };
     uint32_t it = 0;
     for (TileCursor cur(p, part, part_idx); cur.valid(); cur.next(), ++it) {
       const int stage = it % NCfg::kStages;
       const int page = p.block_table[cur.req * p.block_table_stride + cur.block];  // loads under the wait
       mbarrier_wait(&sm.empty[stage], ((it / NCfg::kStages) & 1) ^ 1);
-      narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+      if (lane == 0) narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+      if constexpr (kKind == kKvDsMla) {
+        if (it > 0) table_of(it - 1);
+      }
+    }
+    if constexpr (kKind == kKvDsMla) {
+      if (it > 0) table_of(it - 1);
     }
     return;
   }
@@ -416,8 +566,8 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
   const int t = threadIdx.x;
   Lane ln;
   ln.warp = warp;
-  ln.g = (t % 32) / 4;
-  ln.c = t % 4;
+  ln.g = lane / 4;
+  ln.c = lane % 4;
   ln.tok0 = warp * 16 + ln.g;
   ln.tok1 = ln.tok0 + 8;
   const int dim0 = (warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 output dims
@@ -433,12 +583,14 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     named_barrier_sync(kBarWarpgroup, 128);  // the previous segment's readers of Q and red are done
     int q_shift = 0;
     if (tiles > 0) {
-      q_shift = load_q<T, MathT>(p, req, m_tile, sm, t);
+      q_shift = load_q<T>(p, req, m_tile, sm, t);
       fence_proxy_async();
     }
     named_barrier_sync(kBarWarpgroup, 128);
+    // Scores in the query's units: e4m3 folds 2^q_shift into the softmax scale, ds_mla into hi.
     const float q_unscale = exp2f(static_cast<float>(q_shift));
-    const float scale_log2 = p.scale_log2 * q_unscale;
+    const float score_unscale = kKind == kKvDsMla ? 1.f : q_unscale;
+    const float scale_log2 = p.scale_log2 * score_unscale;
 
     int limit[4];
 #pragma unroll
@@ -451,30 +603,41 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
 #pragma unroll
       for (int i = 0; i < 8; ++i) o[b][i] = 0.f;
     RowState rs;
+    if (kKind != kKvDsMla) rs.h = 1.f;
     bool bad_page = false;
 
     for (int j = 0; j < tiles; ++j, ++it) {
       const int block = seg.block_begin + j;
       const int stage = it % NCfg::kStages;
+      const uint32_t parity = (it / NCfg::kStages) & 1;
       const int page = p.block_table[req * p.block_table_stride + block];
       bad_page |= page < 0 || page >= p.num_pages;
-      mbarrier_wait(&sm.full[stage], (it / NCfg::kStages) & 1);
+      const int first_token = block * NCfg::kTokens;
+      const int valid = seg.seqlen - first_token;  // tokens of the page inside seqlen (>= 64: all)
+      mbarrier_wait(&sm.full[stage], parity);
+      float hi0 = 0.f, hi1 = 0.f;
+      if constexpr (kKind == kKvDsMla) {
+        mbarrier_wait(&sm.ready[stage], parity);
+        // Past seqlen the scales may be anything: 0 keeps them out of h and P.
+        hi0 = ln.tok0 < valid ? sm.scales[stage].hi[ln.tok0] : 0.f;
+        hi1 = ln.tok1 < valid ? sm.scales[stage].hi[ln.tok1] : 0.f;
+      }
+      // The previous tile's PV is retired before anything touches o (ptxas cannot follow a wait
+      // that retires it inside the next QK).
       wgmma_wait<0>();
 #pragma unroll
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);
       const uint32_t stage_base = smem_u32(sm.kv[stage]);
 
       float s[8];
-      issue_qk_e4m3<MathT>(stage_base, desc, ln, s);
+      issue_qk<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, hi0 * q_unscale,
+                      hi1 * q_unscale, s);
       wgmma_wait<0>();
       fence_operands(s);
-#pragma unroll
-      for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
-      const int first_token = block * NCfg::kTokens;
-      float alpha[4];
-      softmax_step<MathT>(sm, s, ln, first_token, limit, min_limit, scale_log2, rs, alpha);
-      rescale(o, alpha);
-      issue_pv_e4m3<MathT>(stage_base, desc, ln, seg.seqlen - first_token, &sm.empty[stage], o);
+      float alpha[4], alpha_o[4];
+      softmax_step<kKind>(sm, s, ln, first_token, limit, min_limit, scale_log2, hi0, hi1, rs, alpha, alpha_o);
+      rescale(o, alpha_o);
+      issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, valid, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -506,7 +669,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     for (int i = 0; i < 4; ++i) {
       const int row = m_tile * NCfg::kRows + row_of(i, ln.c);
       if (row >= p.rows) continue;
-      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale / l[i] : 0.f);
+      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * rs.h / l[i] : 0.f);
       const int idx = (i / 2) * 4 + (i % 2);
       float v[16];
 #pragma unroll
@@ -529,7 +692,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
       }
       if (warp == 0 && ln.g == 0) {
         const float lse =
-            poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * q_unscale) + logf(l[i]) : -INFINITY);
+            poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * score_unscale) + logf(l[i]) : -INFINITY);
         if (seg.write_final) {
           p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
         } else {
