@@ -76,7 +76,7 @@ struct alignas(1024) NarrowSharedStorage {
   float red_hi[NarrowConfig::kConsumerWarps];                     // ds_mla: per-warp max of hi
   NarrowScaleTable scales[kKind == kKvDsMla ? NarrowConfig::kStages : 1];
   uint64_t full[NarrowConfig::kStages];    // the page landed (or was skipped)
-  uint64_t ready[NarrowConfig::kStages];   // ds_mla: its scale table is written
+  uint64_t ready[NarrowConfig::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[NarrowConfig::kStages];   // every consumer thread is done reading it
 };
 

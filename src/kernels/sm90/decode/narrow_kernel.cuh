@@ -4,7 +4,8 @@
 //   producer  (warp 4): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
 //             to be free and copies the page as stored (TMA boxes, one barrier per stage). A bad id
 //             is never a coordinate: the barrier completes without data and the consumers poison the
-//             segment. For ds_mla the warp then factors the landed page's scales (NarrowScaleTable).
+//             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
+//             its scales (finish_page), then releases it to the consumers (`ready`).
 //   consumers (warps 0-3, one warpgroup), per tile:
 //     S^T[64 tokens x 16 rows] = K Q^T: 36 wgmma m64n16k16, K from registers (each thread converts
 //       its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the fp16 part of the
@@ -270,40 +271,26 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
 // O^T += V^T P^T: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of tokens
 // 4c..4c+3), two byte permutes and four conversions per m-block (ds_mla: and four multiplies by
 // the tokens' fp16 scale factors of the thread's tile, which is its warp's); the next k-step's bytes
-// are loaded before the second half of this one issues. In the last tile, tokens from `valid` on
-// (past seqlen; their bytes and scales may be anything, NaN included) read as zero. Each thread
-// releases the stage after its last read (the wgmmas read only registers and P^T).
+// are loaded before the second half of this one issues. Rows past seqlen were zeroed by the
+// producer (finish_page). Each thread releases the stage after its last read (the wgmmas read
+// only registers and P^T).
 template <int kKind>
-__device__ __forceinline__ void pv_load(uint32_t box, const NarrowScaleTable& table, const Lane& ln, int kk, int valid,
-                                        bool last_tile, uint4 (&r)[4], uint2& lo) {
+__device__ __forceinline__ void pv_load(uint32_t box, const NarrowScaleTable& table, const Lane& ln, int kk,
+                                        uint4 (&r)[4], uint2& lo) {
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int tok = 16 * kk + 4 * ln.c + e;
-    r[e] = lds128(box + sw128(tok, ln.g));
-    if (last_tile && tok >= valid) r[e] = make_uint4(0, 0, 0, 0);
-  }
-  if constexpr (kKind == kKvDsMla) {
-    const int tok = 16 * kk + 4 * ln.c;
-    lo = *reinterpret_cast<const uint2*>(&table.lo[ln.warp][tok]);
-    if (last_tile) {
-      if (tok + 0 >= valid) lo.x &= 0xFFFF0000u;
-      if (tok + 1 >= valid) lo.x &= 0x0000FFFFu;
-      if (tok + 2 >= valid) lo.y &= 0xFFFF0000u;
-      if (tok + 3 >= valid) lo.y &= 0x0000FFFFu;
-    }
-  }
+  for (int e = 0; e < 4; ++e) r[e] = lds128(box + sw128(16 * kk + 4 * ln.c + e, ln.g));
+  if constexpr (kKind == kKvDsMla) lo = *reinterpret_cast<const uint2*>(&table.lo[ln.warp][16 * kk + 4 * ln.c]);
 }
 
 template <int kKind>
 __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
-                                         const Lane& ln, int valid, uint64_t* empty, float (&o)[8][8]) {
+                                         const Lane& ln, uint64_t* empty, float (&o)[8][8]) {
   const uint32_t box = stage_base + ln.warp * NarrowPage<kKind>::kLatentBoxBytes;  // the thread's dims: chunk g
-  const bool last_tile = valid < NCfg::kTokens;                                    // uniform
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
   uint4 r[4];
   uint2 lo;
-  pv_load<kKind>(box, table, ln, 0, valid, last_tile, r, lo);
+  pv_load<kKind>(box, table, ln, 0, r, lo);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint2 scale = lo;
@@ -333,7 +320,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
       }
       if (half == 1) {
         if (kk + 1 < 4) {
-          pv_load<kKind>(box, table, ln, kk + 1, valid, last_tile, r, lo);
+          pv_load<kKind>(box, table, ln, kk + 1, r, lo);
         } else {
           mbarrier_arrive(empty);  // this thread's reads of the stage are done
         }
@@ -477,26 +464,41 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   }
 }
 
-// ds_mla: the landed page's scales, factored (NarrowScaleTable), by the producer warp (two tokens a
-// lane). hi = 2^(E - 6) with E the largest unbiased exponent of the token's four scales (at least
-// -126, so that hi > 0 for all-zero scales), lo = scale / hi < 2^7, rounded to fp16 (exact for
-// powers of two down to 2^-24 hi, which FlashMLA's quantizer and write_kv produce).
-__device__ __forceinline__ void build_scale_table(const uint8_t* stage, NarrowScaleTable& table, int lane) {
-  using Page = NarrowPage<kKvDsMla>;
+// A landed page made ready for the consumers by the producer warp: tokens from `valid` on (past
+// seqlen in a request's last page; their bytes may be anything, NaN included) get zero latent rows,
+// since P = 0 times V must be 0. Their keys need nothing: their scores are masked. ds_mla: the
+// page's scales factored into the NarrowScaleTable (two tokens a lane; 0 past seqlen): hi = 2^(E - 6)
+// with E the largest unbiased exponent of the token's four scales (at least -126, so that hi > 0 for
+// all-zero scales), lo = scale / hi < 2^7, rounded to fp16 (exact for powers of two down to
+// 2^-24 hi, which FlashMLA's quantizer and write_kv produce).
+template <int kKind>
+__device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& table, int valid, int lane) {
+  using Page = NarrowPage<kKind>;
+  if (valid < NCfg::kTokens) {
+    const int rows = NCfg::kTokens - valid;
+    for (int i = lane; i < rows * Page::kLatentBoxes * 8; i += 32) {
+      const int chunk = i % 8, box = (i / 8) % Page::kLatentBoxes, row = valid + i / (8 * Page::kLatentBoxes);
+      *reinterpret_cast<uint4*>(stage + box * Page::kLatentBoxBytes + row * 128 + chunk * 16) = make_uint4(0, 0, 0, 0);
+    }
+    fence_proxy_async();  // the stage is TMA's again after this page
+  }
+  if constexpr (kKind == kKvDsMla) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int tok = lane + 32 * h;
-    const float4 sc = *reinterpret_cast<const float4*>(stage + Page::kScalesOffset + tok * 16);
-    const float v[4] = {sc.x, sc.y, sc.z, sc.w};
-    int e = 1;
+    for (int h = 0; h < 2; ++h) {
+      const int tok = lane + 32 * h;
+      const float4 sc = *reinterpret_cast<const float4*>(stage + Page::kScalesOffset + tok * 16);
+      const float v[4] = {sc.x, sc.y, sc.z, sc.w};
+      int e = 1;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) e = max(e, static_cast<int>((__float_as_uint(v[j]) >> 23) & 0xFF));
-    const int exponent = e - 127;  // biased e in [1, 255]
-    table.hi[tok] = ldexpf(1.f, exponent - 6);
+      for (int j = 0; j < 4; ++j) e = max(e, static_cast<int>((__float_as_uint(v[j]) >> 23) & 0xFF));
+      const int exponent = e - 127;  // biased e in [1, 255]
+      const bool inside = tok < valid;
+      table.hi[tok] = inside ? ldexpf(1.f, exponent - 6) : 0.f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const __half lo = __float2half_rn(ldexpf(v[j], 6 - exponent));
-      table.lo[j][tok] = *reinterpret_cast<const uint16_t*>(&lo);
+      for (int j = 0; j < 4; ++j) {
+        const __half lo = __float2half_rn(inside ? ldexpf(v[j], 6 - exponent) : 0.f);
+        table.lo[j][tok] = *reinterpret_cast<const uint16_t*>(&lo);
+      }
     }
   }
 }
@@ -532,32 +534,53 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
 
   if (warp == NCfg::kConsumerWarps) {
     // ---------------- producer ----------------
-    if (kKind != kKvDsMla && lane != 0) return;
+    // Event-driven: copy the next page as soon as its stage is free, otherwise finish the oldest
+    // page in flight once it landed (finish_page), so that neither waits behind the other. Lane 0
+    // polls and issues the copies; the decisions are broadcast so that the warp stays converged.
     if (lane == 0) {
       prefetch_tensor_map(&maps.kv);
       prefetch_tensor_map(&maps.rope);
       if (kKind == kKvDsMla) prefetch_tensor_map(&maps.scales);
     }
     const uint64_t policy = l2_evict_first_policy();
-    // ds_mla: the scale table of the previous page, once it landed (after this page's copy is issued).
-    auto table_of = [&](uint32_t i) {
-      const int stage = i % NCfg::kStages;
-      mbarrier_wait(&sm.full[stage], (i / NCfg::kStages) & 1);
-      build_scale_table(sm.kv[stage], sm.scales[stage], lane);
-      mbarrier_arrive(&sm.ready[stage]);
-    };
-    uint32_t it = 0;
-    for (TileCursor cur(p, part, part_idx); cur.valid(); cur.next(), ++it) {
-      const int stage = it % NCfg::kStages;
-      const int page = p.block_table[cur.req * p.block_table_stride + cur.block];  // loads under the wait
-      mbarrier_wait(&sm.empty[stage], ((it / NCfg::kStages) & 1) ^ 1);
-      if (lane == 0) narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
-      if constexpr (kKind == kKvDsMla) {
-        if (it > 0) table_of(it - 1);
+    TileCursor cur(p, part, part_idx);
+    uint32_t issued = 0, finished = 0;
+    int valid_of[NCfg::kStages];  // tokens inside seqlen of the page in each stage
+    for (;;) {
+      const bool more = cur.valid();
+      if (!more && finished == issued) break;
+      int action = 0;  // 1: copy the next page, 2: finish the oldest, 0: poll again
+      if (lane == 0) {
+        if (more && mbarrier_test_wait(&sm.empty[issued % NCfg::kStages], ((issued / NCfg::kStages) & 1) ^ 1))
+          action = 1;
+        else if (finished < issued &&
+                 mbarrier_test_wait(&sm.full[finished % NCfg::kStages], (finished / NCfg::kStages) & 1))
+          action = 2;
       }
-    }
-    if constexpr (kKind == kKvDsMla) {
-      if (it > 0) table_of(it - 1);
+      action = __shfl_sync(0xffffffffu, action, 0);
+      if (action == 1) {
+        const int stage = issued % NCfg::kStages;
+        mbarrier_wait(&sm.empty[stage], ((issued / NCfg::kStages) & 1) ^ 1);  // every lane writes the stage later
+        if (lane == 0) {
+          const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
+          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+        }
+#pragma unroll
+        for (int s = 0; s < NCfg::kStages; ++s)
+          if (s == stage) valid_of[s] = p.seqlens[cur.req] - cur.block * NCfg::kTokens;
+        cur.next();
+        ++issued;
+      } else if (action == 2) {
+        const int stage = finished % NCfg::kStages;
+        mbarrier_wait(&sm.full[stage], (finished / NCfg::kStages) & 1);
+        int valid = valid_of[0];
+#pragma unroll
+        for (int s = 1; s < NCfg::kStages; ++s)
+          if (s == stage) valid = valid_of[s];
+        finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
+        mbarrier_arrive(&sm.ready[stage]);
+        ++finished;
+      }
     }
     return;
   }
@@ -613,14 +636,12 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
       const int page = p.block_table[req * p.block_table_stride + block];
       bad_page |= page < 0 || page >= p.num_pages;
       const int first_token = block * NCfg::kTokens;
-      const int valid = seg.seqlen - first_token;  // tokens of the page inside seqlen (>= 64: all)
       mbarrier_wait(&sm.full[stage], parity);
-      float hi0 = 0.f, hi1 = 0.f;
+      mbarrier_wait(&sm.ready[stage], parity);
+      float hi0 = 0.f, hi1 = 0.f;  // ds_mla: the tokens' scale factors (0 past seqlen)
       if constexpr (kKind == kKvDsMla) {
-        mbarrier_wait(&sm.ready[stage], parity);
-        // Past seqlen the scales may be anything: 0 keeps them out of h and P.
-        hi0 = ln.tok0 < valid ? sm.scales[stage].hi[ln.tok0] : 0.f;
-        hi1 = ln.tok1 < valid ? sm.scales[stage].hi[ln.tok1] : 0.f;
+        hi0 = sm.scales[stage].hi[ln.tok0];
+        hi1 = sm.scales[stage].hi[ln.tok1];
       }
       // The previous tile's PV is retired before anything touches o (ptxas cannot follow a wait
       // that retires it inside the next QK).
@@ -637,7 +658,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
       float alpha[4], alpha_o[4];
       softmax_step<kKind>(sm, s, ln, first_token, limit, min_limit, scale_log2, hi0, hi1, rs, alpha, alpha_o);
       rescale(o, alpha_o);
-      issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, valid, &sm.empty[stage], o);
+      issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
