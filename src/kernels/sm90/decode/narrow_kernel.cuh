@@ -580,6 +580,8 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
         finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
         mbarrier_arrive(&sm.ready[stage]);
         ++finished;
+      } else {
+        __nanosleep(100);  // nothing to do: leave the issue slots to the consumer warp on this scheduler
       }
     }
     return;
