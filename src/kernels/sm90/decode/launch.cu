@@ -73,28 +73,6 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
-// The narrow kernel's maps (narrow_config.h, NarrowPage): `kv` = the 512 latent bytes in boxes of
-// 128 B x 64 tokens (SW128); e4m3: `rope` = its 64 rope bytes (64 x 64, unswizzled); ds_mla:
-// `scales` (16 B x 64) and `rope` (128 B x 64, SW128) as for the wide kernel.
-cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
-  constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  switch (format) {
-    case KVFormat::kFP8E4M3: {
-      cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
-      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
-      return e;
-    }
-    case KVFormat::kFP8DsMla: {
-      cudaError_t e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
-      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 16, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->scales);
-      if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->rope);
-      return e;
-    }
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace
 
 }  // namespace openmla::kernels::sm90
@@ -125,14 +103,14 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
                                cudaStream_t stream) {
   const bool narrow = sm90_decode_tile(format, q_is_bf16, p.rows).narrow;
   alignas(64) sm90::KvMaps maps;
-  const cudaError_t e =
-      narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
-  if (e != cudaSuccess) return e;
+  if (!narrow) {
+    if (const cudaError_t e = sm90::encode_kv_maps(p, format, &maps); e != cudaSuccess) return e;
+  }
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps, programmatic, stream);
+      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, programmatic, stream);
     }
     return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);
   });

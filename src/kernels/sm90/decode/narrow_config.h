@@ -14,6 +14,7 @@
 
 #include "kernels/common/kv_kind.h"
 #include "kernels/sm90/decode/config.h"
+#include "openmla/kv_format.h"
 
 namespace openmla::kernels::sm90 {
 
@@ -31,31 +32,27 @@ struct NarrowConfig {
   static constexpr int kDimsPerThread = kHeadDimV / (kConsumerWarps * 8);
 };
 
-// Where a page lands in its stage, as stored (TMA boxes; byte offsets from the stage base).
+// A page lands in its stage exactly as stored (one bulk copy of 64 dense token rows): with the
+// rows' pitch of 576 or 656 bytes (16 B mod 128 or 64 B mod 128) both the K-fragment reads (a quad
+// reads 4 chunks of one token, 8 tokens per warp) and the V^T-fragment reads (8 chunks of one token
+// per quad row, 4 tokens) spread over all banks: no swizzle needed. A bulk copy of the whole page
+// reads whole L2 sectors in order, which boxes cut out of misaligned rows do not.
 template <int kKind>
 struct NarrowPage;
 
-// Per-tensor e4m3: dims 0..511 in four boxes of 64 tokens x 128 B (SW128, so that both the
-// K-fragment reads, 4 tokens x 16 B per quad, and the V^T reads, 8 chunks of one token per quad
-// row, are conflict-free), the 64 rope dims in one box of 64 tokens x 64 B.
 template <>
 struct NarrowPage<kKvE4M3> {
-  static constexpr int kLatentBoxBytes = 64 * 128;
-  static constexpr int kLatentBoxes = 4;
-  static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 32,768
-  static constexpr int kRopeRowBytes = 64;
-  static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
+  static constexpr int kRowBytes = kHeadDimQK;  // 576 x e4m3
+  static constexpr int kRopeOffset = kHeadDimV;  // inside a row
+  static constexpr int kBytes = 64 * kRowBytes;  // 36,864
 };
 
-// ds_mla: the latent as above, the four float tile scales per token (16 B x 64, unswizzled), the
-// bf16 rope (128 B x 64 tokens, SW128).
 template <>
 struct NarrowPage<kKvDsMla> {
-  static constexpr int kLatentBoxBytes = 64 * 128;
-  static constexpr int kLatentBoxes = 4;
-  static constexpr int kScalesOffset = kLatentBoxes * kLatentBoxBytes;  // 32,768
-  static constexpr int kRopeOffset = kScalesOffset + 64 * 16;           // 33,792 (1024-B aligned)
-  static constexpr int kBytes = kRopeOffset + 64 * 128;                 // 41,984 = 656 B x 64 tokens
+  static constexpr int kRowBytes = kDsMlaBytesPerToken;  // 656
+  static constexpr int kScalesOffset = kDsMlaScalesOffset;  // inside a row: 4 x float
+  static constexpr int kRopeOffset = kDsMlaRopeOffset;      // inside a row: 64 x bf16
+  static constexpr int kBytes = 64 * kRowBytes;             // 41,984
 };
 
 // ds_mla scales of one page, factored per token t so that fp16 holds them exactly: tile scale
@@ -82,9 +79,8 @@ struct alignas(1024) NarrowSharedStorage {
 
 template <int kKind>
 inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack
-static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0 &&
-                  NarrowPage<kKvDsMla>::kRopeOffset % 1024 == 0,
-              "stages and SW128 boxes stay 1024-B aligned");
+static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0,
+              "stages stay 1024-B aligned (Q^T and P^T after them are SW128 operands)");
 // Two CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA.
 static_assert(kNarrowSmemBytes<kKvE4M3> * NarrowConfig::kCtasPerSm + 2048 <= 233472 &&
                   kNarrowSmemBytes<kKvDsMla> * NarrowConfig::kCtasPerSm + 2048 <= 233472,

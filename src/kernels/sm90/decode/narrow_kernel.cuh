@@ -2,7 +2,7 @@
 //
 // CTA (m_tile, part), 5 warps:
 //   producer  (warp 4): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
-//             to be free and copies the page as stored (TMA boxes, one barrier per stage). A bad id
+//             to be free and copies the page as stored (one bulk copy, one barrier per stage). A bad id
 //             is never a coordinate: the barrier completes without data and the consumers poison the
 //             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
 //             its scales (finish_page), then releases it to the consumers (`ready`).
@@ -177,12 +177,10 @@ struct Lane {
   int tok0, tok1;  // its two token rows of S^T: 16 warp + g, + 8
 };
 
-// The thread's 16-B chunk of 64-dim block kb (0..8) of token `tok`: latent blocks in the SW128 boxes,
-// e4m3's rope block in its unswizzled box.
+// The thread's 16-B chunk of 64-dim block kb of token `tok` (e4m3 values: latent, or e4m3's rope).
+template <int kKind>
 __device__ __forceinline__ uint32_t qk_chunk_addr(uint32_t stage_base, int kb, int tok, int c) {
-  using Page = NarrowPage<kKvE4M3>;
-  if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128(tok, c + 4 * (kb % 2));
-  return stage_base + Page::kRopeOffset + tok * Page::kRopeRowBytes + c * 16;
+  return stage_base + tok * NarrowPage<kKind>::kRowBytes + kb * 64 + c * 16;
 }
 
 __device__ __forceinline__ uint32_t broadcast_half(uint16_t h) { return static_cast<uint32_t>(h) * 0x10001u; }
@@ -206,8 +204,8 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
     }
   }
   fence_operands(s);
-  uint4 r0 = lds128(qk_chunk_addr(stage_base, 0, ln.tok0, ln.c));
-  uint4 r1 = lds128(qk_chunk_addr(stage_base, 0, ln.tok1, ln.c));
+  uint4 r0 = lds128(qk_chunk_addr<kKind>(stage_base, 0, ln.tok0, ln.c));
+  uint4 r1 = lds128(qk_chunk_addr<kKind>(stage_base, 0, ln.tok1, ln.c));
 #pragma unroll
   for (int kb = 0; kb < kE4m3Blocks; ++kb) {
     uint32_t a[4][4];
@@ -225,8 +223,8 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
       }
     }
     if (kb + 1 < kE4m3Blocks) {
-      r0 = lds128(qk_chunk_addr(stage_base, kb + 1, ln.tok0, ln.c));
-      r1 = lds128(qk_chunk_addr(stage_base, kb + 1, ln.tok1, ln.c));
+      r0 = lds128(qk_chunk_addr<kKind>(stage_base, kb + 1, ln.tok0, ln.c));
+      r1 = lds128(qk_chunk_addr<kKind>(stage_base, kb + 1, ln.tok1, ln.c));
     }
     wgmma_fence();
 #pragma unroll
@@ -237,9 +235,10 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
   if constexpr (kKind == kKvDsMla) {
     // The rope: bf16 fragments as stored (k-step st of the thread: 8 B at 32c + 8st of the row).
     using Page = NarrowPage<kKvDsMla>;
-    const uint32_t rope = stage_base + Page::kRopeOffset;
-    const uint4 c00 = lds128(rope + sw128(ln.tok0, 2 * ln.c)), c01 = lds128(rope + sw128(ln.tok0, 2 * ln.c + 1));
-    const uint4 c10 = lds128(rope + sw128(ln.tok1, 2 * ln.c)), c11 = lds128(rope + sw128(ln.tok1, 2 * ln.c + 1));
+    const uint32_t rope0 = stage_base + ln.tok0 * Page::kRowBytes + Page::kRopeOffset + ln.c * 32;
+    const uint32_t rope1 = stage_base + ln.tok1 * Page::kRowBytes + Page::kRopeOffset + ln.c * 32;
+    const uint4 c00 = lds128(rope0), c01 = lds128(rope0 + 16);
+    const uint4 c10 = lds128(rope1), c11 = lds128(rope1 + 16);
     uint32_t a[4][4];
 #pragma unroll
     for (int st = 0; st < 4; ++st) {
@@ -275,22 +274,22 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
 // producer (finish_page). Each thread releases the stage after its last read (the wgmmas read
 // only registers and P^T).
 template <int kKind>
-__device__ __forceinline__ void pv_load(uint32_t box, const NarrowScaleTable& table, const Lane& ln, int kk,
+__device__ __forceinline__ void pv_load(uint32_t dims, const NarrowScaleTable& table, const Lane& ln, int kk,
                                         uint4 (&r)[4], uint2& lo) {
 #pragma unroll
-  for (int e = 0; e < 4; ++e) r[e] = lds128(box + sw128(16 * kk + 4 * ln.c + e, ln.g));
+  for (int e = 0; e < 4; ++e) r[e] = lds128(dims + (16 * kk + 4 * ln.c + e) * NarrowPage<kKind>::kRowBytes);
   if constexpr (kKind == kKvDsMla) lo = *reinterpret_cast<const uint2*>(&table.lo[ln.warp][16 * kk + 4 * ln.c]);
 }
 
 template <int kKind>
 __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
                                          const Lane& ln, uint64_t* empty, float (&o)[8][8]) {
-  const uint32_t box = stage_base + ln.warp * NarrowPage<kKind>::kLatentBoxBytes;  // the thread's dims: chunk g
+  const uint32_t dims = stage_base + (ln.warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 dims of token 0
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
   uint4 r[4];
   uint2 lo;
-  pv_load<kKind>(box, table, ln, 0, r, lo);
+  pv_load<kKind>(dims, table, ln, 0, r, lo);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint2 scale = lo;
@@ -320,7 +319,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
       }
       if (half == 1) {
         if (kk + 1 < 4) {
-          pv_load<kKind>(box, table, ln, kk + 1, r, lo);
+          pv_load<kKind>(dims, table, ln, kk + 1, r, lo);
         } else {
           mbarrier_arrive(empty);  // this thread's reads of the stage are done
         }
@@ -441,27 +440,20 @@ __device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4
 
 // ---- copies and the scale table ------------------------------------------------------------------
 
+// The page with id `page` into a stage, as stored. A bad id is recorded and never an address: the
+// barrier completes without data (the stage keeps stale bytes; the consumers poison the segment).
 template <int kKind>
-__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const KvMaps& maps,
-                                          int stage, int page, uint64_t policy) {
-  using Page = NarrowPage<kKind>;
+__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, int stage, int page,
+                                          uint64_t policy) {
   uint64_t* bar = &sm.full[stage];
   if (page < 0 || page >= p.num_pages) {
     atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
     mbarrier_arrive(bar);
     return;
   }
-  mbarrier_arrive_expect_tx(bar, Page::kBytes);
-  uint8_t* dst = sm.kv[stage];
-#pragma unroll
-  for (int b = 0; b < Page::kLatentBoxes; ++b)
-    tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
-  if constexpr (kKind == kKvE4M3) {
-    tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
-  } else {
-    tma_load_3d(dst + Page::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
-    tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
-  }
+  mbarrier_arrive_expect_tx(bar, NarrowPage<kKind>::kBytes);
+  bulk_load(sm.kv[stage], p.kv + static_cast<int64_t>(page) * p.page_stride_bytes, NarrowPage<kKind>::kBytes, bar,
+            policy);
 }
 
 // A landed page made ready for the consumers by the producer warp: tokens from `valid` on (past
@@ -476,17 +468,17 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
   using Page = NarrowPage<kKind>;
   if (valid < NCfg::kTokens) {
     const int rows = NCfg::kTokens - valid;
-    for (int i = lane; i < rows * Page::kLatentBoxes * 8; i += 32) {
-      const int chunk = i % 8, box = (i / 8) % Page::kLatentBoxes, row = valid + i / (8 * Page::kLatentBoxes);
-      *reinterpret_cast<uint4*>(stage + box * Page::kLatentBoxBytes + row * 128 + chunk * 16) = make_uint4(0, 0, 0, 0);
-    }
+    constexpr int kChunks = kHeadDimV / 16;  // the latent part of a row (the values), e4m3
+    for (int i = lane; i < rows * kChunks; i += 32)
+      *reinterpret_cast<uint4*>(stage + (valid + i / kChunks) * Page::kRowBytes + (i % kChunks) * 16) =
+          make_uint4(0, 0, 0, 0);
     fence_proxy_async();  // the stage is TMA's again after this page
   }
   if constexpr (kKind == kKvDsMla) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int tok = lane + 32 * h;
-      const float4 sc = *reinterpret_cast<const float4*>(stage + Page::kScalesOffset + tok * 16);
+      const float4 sc = *reinterpret_cast<const float4*>(stage + tok * Page::kRowBytes + Page::kScalesOffset);
       const float v[4] = {sc.x, sc.y, sc.z, sc.w};
       int e = 1;
 #pragma unroll
@@ -507,7 +499,7 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 
 template <typename T, int kKind>
 __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPerSm)
-    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
+    narrow_decode_kernel(const DecodeParams p) {
   using namespace narrow;
   static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
@@ -537,11 +529,6 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     // Event-driven: copy the next page as soon as its stage is free, otherwise finish the oldest
     // page in flight once it landed (finish_page), so that neither waits behind the other. Lane 0
     // polls and issues the copies; the decisions are broadcast so that the warp stays converged.
-    if (lane == 0) {
-      prefetch_tensor_map(&maps.kv);
-      prefetch_tensor_map(&maps.rope);
-      if (kKind == kKvDsMla) prefetch_tensor_map(&maps.scales);
-    }
     const uint64_t policy = l2_evict_first_policy();
     TileCursor cur(p, part, part_idx);
     uint32_t issued = 0, finished = 0;
@@ -563,7 +550,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
         mbarrier_wait(&sm.empty[stage], ((issued / NCfg::kStages) & 1) ^ 1);  // every lane writes the stage later
         if (lane == 0) {
           const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
-          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+          narrow::load_page<kKind>(p, sm, stage, page, policy);
         }
 #pragma unroll
         for (int s = 0; s < NCfg::kStages; ++s)
