@@ -35,8 +35,8 @@ struct NarrowConfig {
 // A page lands in its stage exactly as stored (one bulk copy of 64 dense token rows): with the
 // rows' pitch of 576 or 656 bytes (16 B mod 128 or 64 B mod 128) both the K-fragment reads (a quad
 // reads 4 chunks of one token, 8 tokens per warp) and the V^T-fragment reads (8 chunks of one token
-// per quad row, 4 tokens) spread over all banks: no swizzle needed. A bulk copy of the whole page
-// reads whole L2 sectors in order, which boxes cut out of misaligned rows do not.
+// per quad row, 4 tokens) spread over all banks: no swizzle needed. One copy of the whole page
+// reads whole L2 sectors in order, which boxes cut out of misaligned rows do not (656-B rows).
 template <int kKind>
 struct NarrowPage;
 
@@ -76,6 +76,11 @@ struct alignas(1024) NarrowSharedStorage {
   uint64_t ready[NarrowConfig::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[NarrowConfig::kStages];   // every consumer thread is done reading it
 };
+
+// The page as the TMA copies it: rows of 256 B (both page sizes are multiples of 256).
+inline constexpr int kNarrowCopyRowBytes = 256;
+static_assert(NarrowPage<kKvE4M3>::kBytes % kNarrowCopyRowBytes == 0 &&
+              NarrowPage<kKvDsMla>::kBytes % kNarrowCopyRowBytes == 0);
 
 template <int kKind>
 inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack
