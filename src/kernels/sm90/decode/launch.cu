@@ -73,19 +73,28 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
-// The narrow kernel's map: a page as rows of 256 B (kNarrowCopyRowBytes), one box per page.
-cudaError_t encode_narrow_page_map(const DecodeParams& p, KVFormat format, CUtensorMap* map) {
+// The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
+// boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
+// as rows of 256 B (kNarrowCopyRowBytes), one box per page.
+cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
+  constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (format == KVFormat::kFP8E4M3) {
+    cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+    if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
+    return e;
+  }
+  if (format != KVFormat::kFP8DsMla) return cudaErrorInvalidValue;
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
-  const uint64_t page_bytes = format == KVFormat::kFP8DsMla ? NarrowPage<kKvDsMla>::kBytes : NarrowPage<kKvE4M3>::kBytes;
-  const uint64_t rows = page_bytes / kNarrowCopyRowBytes;
-  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : page_bytes;
-  const cuuint64_t dims[3] = {kNarrowCopyRowBytes, rows, static_cast<cuuint64_t>(p.num_pages)};
+  constexpr uint64_t kPageBytes = NarrowPage<kKvDsMla>::kBytes;
+  constexpr uint64_t kRows = kPageBytes / kNarrowCopyRowBytes;
+  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : kPageBytes;
+  const cuuint64_t dims[3] = {kNarrowCopyRowBytes, kRows, static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[2] = {kNarrowCopyRowBytes, page_stride};
-  const cuuint32_t box[3] = {kNarrowCopyRowBytes, static_cast<cuuint32_t>(rows), 1};
+  const cuuint32_t box[3] = {kNarrowCopyRowBytes, static_cast<cuuint32_t>(kRows), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<uint8_t*>(p.kv), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+  const CUresult r = encode(&maps->kv, kBytes, 3, const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -121,13 +130,13 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
   const bool narrow = sm90_decode_tile(format, q_is_bf16, p.rows).narrow;
   alignas(64) sm90::KvMaps maps;
   const cudaError_t e =
-      narrow ? sm90::encode_narrow_page_map(p, format, &maps.kv) : sm90::encode_kv_maps(p, format, &maps);
+      narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
   if (e != cudaSuccess) return e;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps.kv, programmatic, stream);
+      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps, programmatic, stream);
     }
     return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);
   });

@@ -16,11 +16,10 @@ cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool prog
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel();
 
-// The narrow kernel (narrow_kernel.cuh): grid (m_tiles of 16 rows, p.num_parts); one tensor map
-// over whole pages (launch.cu).
+// The narrow kernel (narrow_kernel.cuh): grid (m_tiles of 16 rows, p.num_parts), its own maps
+// (launch.cu, NarrowPage).
 template <typename T, int kKind>
-cudaError_t run_narrow_decode(const DecodeParams& p, const CUtensorMap& page_map, bool programmatic,
-                              cudaStream_t stream);
+cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream);
 template <typename T, int kKind>
 cudaError_t prepare_narrow_decode_kernel();
 

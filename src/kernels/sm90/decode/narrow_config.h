@@ -32,24 +32,32 @@ struct NarrowConfig {
   static constexpr int kDimsPerThread = kHeadDimV / (kConsumerWarps * 8);
 };
 
-// A page lands in its stage exactly as stored (one bulk copy of 64 dense token rows): with the
-// rows' pitch of 576 or 656 bytes (16 B mod 128 or 64 B mod 128) both the K-fragment reads (a quad
-// reads 4 chunks of one token, 8 tokens per warp) and the V^T-fragment reads (8 chunks of one token
-// per quad row, 4 tokens) spread over all banks: no swizzle needed. One copy of the whole page
-// reads whole L2 sectors in order, which boxes cut out of misaligned rows do not (656-B rows).
+// Where a page lands in its stage. 128-bit shared loads are served a quarter-warp (8 lanes: two
+// lane groups g, four quad lanes c) at a time, so each layout is chosen so that the 8 chunks of
+// every fragment load (narrow_kernel.cuh) fall in 8 different 16-B bank groups.
 template <int kKind>
 struct NarrowPage;
 
+// Per-tensor e4m3: its 576-B rows as stored would put the four tokens a V^T load reads per lane
+// group in one bank group (576 = 64 mod 128). So dims 0..511 land in four TMA boxes of 64 tokens x
+// 128 B with the 128-B swizzle, the 64 rope bytes in one box of 64 x 64 B.
 template <>
 struct NarrowPage<kKvE4M3> {
-  static constexpr int kRowBytes = kHeadDimQK;  // 576 x e4m3
-  static constexpr int kRopeOffset = kHeadDimV;  // inside a row
-  static constexpr int kBytes = 64 * kRowBytes;  // 36,864
+  static constexpr bool kSwizzled = true;
+  static constexpr int kLatentBoxBytes = 64 * 128;
+  static constexpr int kLatentBoxes = 4;
+  static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 32,768
+  static constexpr int kRopeRowBytes = 64;
+  static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
 };
 
+// ds_mla: the page exactly as stored (one TMA box over the page's dense 656-B rows, viewed as rows of
+// kNarrowCopyRowBytes): 656 = 16 mod 128 spreads the loads by itself, and one copy of the page reads
+// whole L2 sectors in order, which boxes cut out of its 16-B-misaligned rows do not.
 template <>
 struct NarrowPage<kKvDsMla> {
-  static constexpr int kRowBytes = kDsMlaBytesPerToken;  // 656
+  static constexpr bool kSwizzled = false;
+  static constexpr int kRowBytes = kDsMlaBytesPerToken;     // 656
   static constexpr int kScalesOffset = kDsMlaScalesOffset;  // inside a row: 4 x float
   static constexpr int kRopeOffset = kDsMlaRopeOffset;      // inside a row: 64 x bf16
   static constexpr int kBytes = 64 * kRowBytes;             // 41,984
@@ -77,10 +85,9 @@ struct alignas(1024) NarrowSharedStorage {
   uint64_t empty[NarrowConfig::kStages];   // every consumer thread is done reading it
 };
 
-// The page as the TMA copies it: rows of 256 B (both page sizes are multiples of 256).
+// A ds_mla page as the TMA copies it: rows of 256 B.
 inline constexpr int kNarrowCopyRowBytes = 256;
-static_assert(NarrowPage<kKvE4M3>::kBytes % kNarrowCopyRowBytes == 0 &&
-              NarrowPage<kKvDsMla>::kBytes % kNarrowCopyRowBytes == 0);
+static_assert(NarrowPage<kKvDsMla>::kBytes % kNarrowCopyRowBytes == 0);
 
 template <int kKind>
 inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack

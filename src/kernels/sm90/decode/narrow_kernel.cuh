@@ -2,7 +2,7 @@
 //
 // CTA (m_tile, part), 5 warps:
 //   producer  (warp 4): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
-//             to be free and copies the page as stored (one TMA box, one barrier per stage). A bad id
+//             to be free and copies the page (TMA, one barrier per stage; NarrowPage). A bad id
 //             is never a coordinate: the barrier completes without data and the consumers poison the
 //             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
 //             its scales (finish_page), then releases it to the consumers (`ready`).
@@ -15,9 +15,10 @@
 //       warps goes through shared memory), P^T to shared memory;
 //     O^T[512 x 16] += V^T P^T: 4 k-steps x 8 m-blocks of m64n16k16, V^T from registers (a thread
 //       owns 16 consecutive dims and reads them for 4 tokens per k-step with one 16-B load each).
-// The order of the 16 values of a k-step is free as long as both operands agree: a thread's
-// fragment takes 4 consecutive dims (QK) or tokens (PV), so its loads are whole 16-B chunks, and
-// Q^T and P^T are stored in the matching order (logical_k below).
+// The order of the 16 values of a QK k-step is free as long as both operands agree: a thread's
+// fragment takes 4 consecutive dims, so that its loads are whole 16-B chunks, and Q^T is stored in
+// the matching order (qk_physical_dim below). PV reads four tokens per thread in their natural
+// order. Each layout keeps a quarter-warp's 16-B loads in distinct bank groups (narrow_config.h).
 #pragma once
 
 #include <cuda.h>
@@ -84,11 +85,17 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 // ---- operand layout ----------------------------------------------------------------------------
 
-// Position inside a 16-element k-step of the element a fragment thread holds: quad lane c holds k
-// positions {2c, 2c+1, 2c+8, 2c+9}, which we map to physical elements 4c + {0, 1, 2, 3}.
-__host__ __device__ constexpr int logical_k(int physical) {
-  const int c = physical / 4, e = physical % 4;
-  return 2 * c + (e & 1) + 8 * (e >> 1);
+// QK's k order. A fragment thread (quad lane c) holds positions {2c, 2c+1, 2c+8, 2c+9} of a 16-dim
+// k-step; it takes them from physical dims 4 s + {0, 1, 2, 3} of one 16-dim chunk of its own, so
+// that one 16-B load of an e4m3 row covers four k-steps (s = 0..3) of a 64-dim block kb. The chunk
+// of lane c in block kb < 8 is 2c + kb % 2 of the 128-dim group kb / 2 (the 16-B chunk index that
+// keeps a quarter-warp's loads in distinct bank groups); the rope block (kb = 8) takes chunk c.
+__host__ __device__ constexpr int qk_chunk_dim(int kb, int c) {
+  return kb < 8 ? (kb / 2) * 128 + (2 * c + kb % 2) * 16 : kHeadDimV + c * 16;
+}
+__host__ __device__ constexpr int qk_physical_dim(int kb, int step, int position) {
+  const int c = (position % 8) / 2, e = (position % 2) + 2 * (position / 8);
+  return qk_chunk_dim(kb, c) + 4 * step + e;
 }
 
 // Byte offset of 16-B chunk `chunk` of row `row` in a 128-B swizzled box.
@@ -108,7 +115,7 @@ struct Descriptors {
 
 // ---- Q -----------------------------------------------------------------------------------------
 
-// Q rows of this m-tile into Q^T, every 64-dim box's k-steps in logical_k order; rows past s_q * h_q
+// Q rows of this m-tile into Q^T, every 64-dim box's k-steps in qk_physical_dim order; rows past s_q * h_q
 // are zero. The dims multiplied with e4m3 values are stored in fp16: a bf16 query is scaled by
 // 2^-shift (shift >= 0 the smallest that brings their max |q| below 2^15; 0 unless |q| >= 32768) and
 // the shift returned. ds_mla's rope dims (box 8) stay bf16, as its cache stores them. 128 consumer
@@ -134,9 +141,9 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
   }
 #pragma unroll
   for (int box = 0; box < NCfg::kQBoxes; ++box) {
-    // Logical elements 8 half + 2j, +1 of k-step `step` are physical dims 64 box + 16 j + 4 step + 2 half + {0, 1}.
+    // Positions 8 half + 2j, +1 of k-step `step` (stored as pair j of this chunk): qk_physical_dim.
 #pragma unroll
-    for (int j = 0; j < 4; ++j) v[box][j] = src ? src[box * 32 + 8 * j] : 0u;
+    for (int j = 0; j < 4; ++j) v[box][j] = src ? src[qk_chunk_dim(box, j) / 2] : 0u;
     if (kConvert && box < kFp16Boxes) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
@@ -177,10 +184,28 @@ struct Lane {
   int tok0, tok1;  // its two token rows of S^T: 16 warp + g, + 8
 };
 
-// The thread's 16-B chunk of 64-dim block kb of token `tok` (e4m3 values: latent, or e4m3's rope).
+// The thread's 16-B chunk of 64-dim block kb (qk_chunk_dim) of token `tok`, e4m3 values (the latent,
+// or e4m3's rope).
 template <int kKind>
 __device__ __forceinline__ uint32_t qk_chunk_addr(uint32_t stage_base, int kb, int tok, int c) {
-  return stage_base + tok * NarrowPage<kKind>::kRowBytes + kb * 64 + c * 16;
+  using Page = NarrowPage<kKind>;
+  if constexpr (Page::kSwizzled) {
+    if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128(tok, 2 * c + kb % 2);
+    return stage_base + Page::kRopeOffset + tok * Page::kRopeRowBytes + c * 16;
+  } else {
+    return stage_base + tok * Page::kRowBytes + qk_chunk_dim(kb, c);
+  }
+}
+
+// The thread's 16 dims (16 (8 warp + g) + [0, 16)) of token `tok`, for V^T.
+template <int kKind>
+__device__ __forceinline__ uint32_t pv_chunk_addr(uint32_t stage_base, int tok, const int warp, int g) {
+  using Page = NarrowPage<kKind>;
+  if constexpr (Page::kSwizzled) {
+    return stage_base + warp * Page::kLatentBoxBytes + sw128(tok, g);
+  } else {
+    return stage_base + tok * Page::kRowBytes + (warp * 8 + g) * NCfg::kDimsPerThread;
+  }
 }
 
 __device__ __forceinline__ uint32_t broadcast_half(uint16_t h) { return static_cast<uint32_t>(h) * 0x10001u; }
@@ -235,6 +260,7 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
   if constexpr (kKind == kKvDsMla) {
     // The rope: bf16 fragments as stored (k-step st of the thread: 8 B at 32c + 8st of the row).
     using Page = NarrowPage<kKvDsMla>;
+    // bf16 dims qk_chunk_dim(8, c) + [0, 16): 32 B at 32c of the rope.
     const uint32_t rope0 = stage_base + ln.tok0 * Page::kRowBytes + Page::kRopeOffset + ln.c * 32;
     const uint32_t rope1 = stage_base + ln.tok1 * Page::kRowBytes + Page::kRopeOffset + ln.c * 32;
     const uint4 c00 = lds128(rope0), c01 = lds128(rope0 + 16);
@@ -267,29 +293,35 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
   fence_operands(s);
 }
 
-// O^T += V^T P^T: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of tokens
-// 4c..4c+3), two byte permutes and four conversions per m-block (ds_mla: and four multiplies by
+// O^T += V^T P^T: per k-step of 16 tokens, four 16-B loads (the thread's 16 dims of its four
+// tokens, pv_token), two byte permutes and four conversions per m-block (ds_mla: and four multiplies by
 // the tokens' fp16 scale factors of the thread's tile, which is its warp's); the next k-step's bytes
 // are loaded before the second half of this one issues. Rows past seqlen were zeroed by the
 // producer (finish_page). Each thread releases the stage after its last read (the wgmmas read
 // only registers and P^T).
+// The four tokens of k-step kk a thread reads: its fragment positions {2c, 2c+1, 2c+8, 2c+9} in
+// their natural order (a quarter-warp then reads four tokens 2 apart: distinct bank groups).
+__device__ __forceinline__ int pv_token(int kk, int c, int e) { return 16 * kk + 2 * c + (e & 1) + 8 * (e >> 1); }
+
 template <int kKind>
-__device__ __forceinline__ void pv_load(uint32_t dims, const NarrowScaleTable& table, const Lane& ln, int kk,
+__device__ __forceinline__ void pv_load(uint32_t stage_base, const NarrowScaleTable& table, const Lane& ln, int kk,
                                         uint4 (&r)[4], uint2& lo) {
 #pragma unroll
-  for (int e = 0; e < 4; ++e) r[e] = lds128(dims + (16 * kk + 4 * ln.c + e) * NarrowPage<kKind>::kRowBytes);
-  if constexpr (kKind == kKvDsMla) lo = *reinterpret_cast<const uint2*>(&table.lo[ln.warp][16 * kk + 4 * ln.c]);
+  for (int e = 0; e < 4; ++e) r[e] = lds128(pv_chunk_addr<kKind>(stage_base, pv_token(kk, ln.c, e), ln.warp, ln.g));
+  if constexpr (kKind == kKvDsMla) {
+    lo.x = *reinterpret_cast<const uint32_t*>(&table.lo[ln.warp][pv_token(kk, ln.c, 0)]);
+    lo.y = *reinterpret_cast<const uint32_t*>(&table.lo[ln.warp][pv_token(kk, ln.c, 2)]);
+  }
 }
 
 template <int kKind>
 __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
                                          const Lane& ln, uint64_t* empty, float (&o)[8][8]) {
-  const uint32_t dims = stage_base + (ln.warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 dims of token 0
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
   uint4 r[4];
   uint2 lo;
-  pv_load<kKind>(dims, table, ln, 0, r, lo);
+  pv_load<kKind>(stage_base, table, ln, 0, r, lo);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint2 scale = lo;
@@ -319,7 +351,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
       }
       if (half == 1) {
         if (kk + 1 < 4) {
-          pv_load<kKind>(dims, table, ln, kk + 1, r, lo);
+          pv_load<kKind>(stage_base, table, ln, kk + 1, r, lo);
         } else {
           mbarrier_arrive(empty);  // this thread's reads of the stage are done
         }
@@ -354,7 +386,7 @@ struct RowState {
 };
 
 // One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
-// P^T in shared memory (logical_k order; ds_mla: times hi_t / h) and returns the rescale factors of
+// P^T in shared memory (ds_mla: times hi_t / h) and returns the rescale factors of
 // O (alpha_o) and l (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen).
 template <int kKind>
 __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, float (&s)[8], const Lane& ln,
@@ -413,11 +445,10 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
     const float p1 = exp2_ftz(fmaf(s[idx + 2], scale_log2, -base));
     rs.l[i] = rs.l[i] * alpha[i] + p0 + p1;
     rs.m[i] = m_new;
-    // P^T[n][k]: k-step tok / 16, position logical_k(tok % 16).
+    // P^T[n][tok] (the PV k order is the tokens' own, pv_token).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int tok = h ? ln.tok1 : ln.tok0;
-      const int k = (tok / 16) * 16 + logical_k(tok % 16);
+      const int k = h ? ln.tok1 : ln.tok0;
       const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
       sts16(p_base + sw128(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
     }
@@ -440,21 +471,29 @@ __device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4
 
 // ---- copies and the scale table ------------------------------------------------------------------
 
-// The page with id `page` into a stage, as stored: one TMA box of the page viewed as rows of 256 B
-// (narrow_page_map; a tensor map's copies read whole 256-B L2 promotions, faster than a plain bulk
-// copy here). A bad id is recorded and never a coordinate: the barrier completes without data (the
-// stage keeps stale bytes; the consumers poison the segment).
+// The page with id `page` into a stage (NarrowPage: e4m3's five boxes, or ds_mla's page in one box).
+// A bad id is recorded and never a coordinate: the barrier completes without data (the stage keeps
+// stale bytes; the consumers poison the segment).
 template <int kKind>
-__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const CUtensorMap& map,
+__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const KvMaps& maps,
                                           int stage, int page, uint64_t policy) {
+  using Page = NarrowPage<kKind>;
   uint64_t* bar = &sm.full[stage];
   if (page < 0 || page >= p.num_pages) {
     atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
     mbarrier_arrive(bar);
     return;
   }
-  mbarrier_arrive_expect_tx(bar, NarrowPage<kKind>::kBytes);
-  tma_load_3d(sm.kv[stage], &map, 0, 0, page, bar, policy);
+  mbarrier_arrive_expect_tx(bar, Page::kBytes);
+  uint8_t* dst = sm.kv[stage];
+  if constexpr (Page::kSwizzled) {
+#pragma unroll
+    for (int b = 0; b < Page::kLatentBoxes; ++b)
+      tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
+    tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
+  } else {
+    tma_load_3d(dst, &maps.kv, 0, 0, page, bar, policy);
+  }
 }
 
 // A landed page made ready for the consumers by the producer warp: tokens from `valid` on (past
@@ -470,9 +509,13 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
   if (valid < NCfg::kTokens) {
     const int rows = NCfg::kTokens - valid;
     constexpr int kChunks = kHeadDimV / 16;  // the latent part of a row (the values), e4m3
-    for (int i = lane; i < rows * kChunks; i += 32)
-      *reinterpret_cast<uint4*>(stage + (valid + i / kChunks) * Page::kRowBytes + (i % kChunks) * 16) =
-          make_uint4(0, 0, 0, 0);
+    for (int i = lane; i < rows * kChunks; i += 32) {
+      const int row = valid + i / kChunks, chunk = i % kChunks;
+      // Whole rows: the swizzle only permutes chunks inside a box row.
+      const int offset = Page::kSwizzled ? (chunk / 8) * 8192 + row * 128 + (chunk % 8) * 16
+                                         : row * NarrowPage<kKvDsMla>::kRowBytes + chunk * 16;
+      *reinterpret_cast<uint4*>(stage + offset) = make_uint4(0, 0, 0, 0);
+    }
     fence_proxy_async();  // the stage is TMA's again after this page
   }
   if constexpr (kKind == kKvDsMla) {
@@ -500,7 +543,7 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 
 template <typename T, int kKind>
 __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPerSm)
-    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap page_map) {
+    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   using namespace narrow;
   static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
@@ -530,7 +573,10 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     // Event-driven: copy the next page as soon as its stage is free, otherwise finish the oldest
     // page in flight once it landed (finish_page), so that neither waits behind the other. Lane 0
     // polls and issues the copies; the decisions are broadcast so that the warp stays converged.
-    if (lane == 0) prefetch_tensor_map(&page_map);
+    if (lane == 0) {
+      prefetch_tensor_map(&maps.kv);
+      if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
+    }
     const uint64_t policy = l2_evict_first_policy();
     TileCursor cur(p, part, part_idx);
     uint32_t issued = 0, finished = 0;
@@ -552,7 +598,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
         mbarrier_wait(&sm.empty[stage], ((issued / NCfg::kStages) & 1) ^ 1);  // every lane writes the stage later
         if (lane == 0) {
           const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
-          narrow::load_page<kKind>(p, sm, page_map, stage, page, policy);
+          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
         }
 #pragma unroll
         for (int s = 0; s < NCfg::kStages; ++s)

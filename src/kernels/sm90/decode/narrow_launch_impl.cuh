@@ -15,15 +15,14 @@ cudaError_t prepare_narrow_decode_kernel() {
 }
 
 template <typename T, int kKind>
-cudaError_t run_narrow_decode(const DecodeParams& p, const CUtensorMap& page_map, bool programmatic,
-                              cudaStream_t stream) {
+cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + NarrowConfig::kRows - 1) / NarrowConfig::kRows, p.num_parts);
   return launch_kernel(narrow_decode_kernel<T, kKind>, grid, NarrowConfig::kThreads, kNarrowSmemBytes<kKind>, stream,
-                       programmatic, p, page_map);
+                       programmatic, p, maps);
 }
 
 #define OPENMLA_INSTANTIATE_SM90_NARROW(T, KIND)                                                           \
-  template cudaError_t run_narrow_decode<T, KIND>(const DecodeParams&, const CUtensorMap&, bool, cudaStream_t); \
+  template cudaError_t run_narrow_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
   template cudaError_t prepare_narrow_decode_kernel<T, KIND>();
 
 }  // namespace openmla::kernels::sm90
