@@ -55,6 +55,7 @@ std::string DecodeCase::describe() const {
   os << ']';
   if (kv_format == KVFormat::kFP8E4M3 && kv_fp8_scale != 1.0f) os << " fp8_scale=" << kv_fp8_scale;
   if (page_pad_tokens != 0) os << " page_pad=" << page_pad_tokens;
+  if (latent_log2_spread != 0) os << " latent_spread=2^" << latent_log2_spread;
   if (lse_flashmla_layout) os << " lse=[b,h_q,s_q]";
   if (softmax_scale != 0.0f) os << " softmax_scale=" << softmax_scale;
   os << " seed=" << seed;
@@ -137,8 +138,21 @@ DecodeData make_decode_data(const DecodeCase& c) {
     for (int64_t t = 0; t < tokens; ++t) {
       const int32_t page = d.block_table[static_cast<size_t>(r) * d.max_pages + t / kPageSize];
       slots.push_back(static_cast<int64_t>(page) * kPageSize + t % kPageSize);
+      const size_t first = latent.size();
       for (int j = 0; j < kHeadDimV; ++j) latent.push_back(normal(rng));
       for (int j = 0; j < kRopeDim; ++j) rope.push_back(normal(rng));
+      if (c.latent_log2_spread > 0) {
+        const int spread = c.latent_log2_spread;
+        const int token_exp = static_cast<int>(rng() % (2 * spread + 1)) - spread;
+        for (int tile = 0; tile < kHeadDimV / kDsMlaTile; ++tile) {
+          const int tile_exp = static_cast<int>(rng() % (spread + 1)) - spread / 2;
+          const bool zero = tile == 1 && slots.size() % 7 == 0;
+          for (int j = 0; j < kDsMlaTile; ++j) {
+            float& x = latent[first + tile * kDsMlaTile + j];
+            x = zero ? 0.0f : std::ldexp(x, token_exp + tile_exp);
+          }
+        }
+      }
     }
   }
   const int64_t n = static_cast<int64_t>(slots.size());

@@ -30,6 +30,9 @@ struct DecodeCase {
                                        // out-of-range id, as FlashMLA's tests do)
   int page_pad_tokens = 0;             // page stride = (64 + pad) * bytes_per_token
   float kv_fp8_scale = 1.0f;           // kFP8E4M3 per-tensor scale
+  int latent_log2_spread = 0;          // > 0: latent magnitudes spread (per token 2^[-s, s], per
+                                       // 128-value tile 2^[-s/2, s/2], every 7th token one zero tile):
+                                       // ds_mla tile scales far apart
   bool lse_flashmla_layout = false;    // lse as [b, h_q, s_q] (strided view)
   uint64_t seed = 1;
   std::string describe() const;        // "b=4 s_q=2 h_q=16 bf16 causal lens=[0,1,65]"

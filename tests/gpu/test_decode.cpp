@@ -255,6 +255,29 @@ TEST(Decode, Fp8LargeBatchSplitAndGuards) {
   }
 }
 
+TEST(Decode, DsMlaScalesFarApart) {
+  // ds_mla tile scales spread over 2^±18 within and across tokens, zero tiles, scales >= 2^8: the
+  // narrow kernel factors each scale into a power of two per token and an fp16 part (hi * lo), the
+  // wide kernel takes its exact path for the large ones. The softmax scale keeps the scores of the
+  // largest tokens in range, so many tokens weigh.
+  for (int q_len : {1, 2}) {
+    for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
+      DecodeCase c;
+      c.batch_size = 6;
+      c.q_len = q_len;
+      c.num_heads = 16;  // q_len 1: 16 rows (narrow kernel with a bf16 query), 2: wide kernel
+      c.q_dtype = q_dtype;
+      c.kv_format = KVFormat::kFP8DsMla;
+      c.latent_log2_spread = 12;
+      c.softmax_scale = std::ldexp(1.0f / 24.0f, -14);
+      c.seqlens = {2, 63, 65, 300, 1000, 2000};
+      c.seed = fresh_seed();
+      SCOPED_TRACE(c.describe());
+      expect_matches_reference(c);
+    }
+  }
+}
+
 TEST(Decode, LargeBatchRandomLengths) {
   DecodeCase c;
   c.batch_size = 128;
