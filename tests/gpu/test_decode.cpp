@@ -256,10 +256,11 @@ TEST(Decode, Fp8LargeBatchSplitAndGuards) {
 }
 
 TEST(Decode, DsMlaScalesFarApart) {
-  // ds_mla tile scales spread over 2^±18 within and across tokens, zero tiles, scales >= 2^8: the
-  // narrow kernel factors each scale into a power of two per token and an fp16 part (hi * lo), the
-  // wide kernel takes its exact path for the large ones. The softmax scale keeps the scores of the
-  // largest tokens in range, so many tokens weigh.
+  // ds_mla tile scales spread far within and across tokens, zero tiles, scales >= 2^8: the narrow
+  // kernel factors each scale into a power of two per token and an fp16 part (hi * lo), the wide
+  // kernel takes its exact path for the large ones. bf16 queries: values over 2^+-18 (outputs up to
+  // ~1e6). fp16 queries compute and return fp16, so their data stays in fp16's range (2^+-6). The
+  // softmax scale keeps the scores of the largest tokens in range, so many tokens weigh.
   for (int q_len : {1, 2}) {
     for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
       DecodeCase c;
@@ -268,8 +269,9 @@ TEST(Decode, DsMlaScalesFarApart) {
       c.num_heads = 16;  // q_len 1: 16 rows (narrow kernel with a bf16 query), 2: wide kernel
       c.q_dtype = q_dtype;
       c.kv_format = KVFormat::kFP8DsMla;
-      c.latent_log2_spread = 12;
-      c.softmax_scale = std::ldexp(1.0f / 24.0f, -14);
+      const bool bf16 = q_dtype == DType::kBFloat16;
+      c.latent_log2_spread = bf16 ? 12 : 4;
+      c.softmax_scale = std::ldexp(1.0f / 24.0f, bf16 ? -14 : -6);
       c.seqlens = {2, 63, 65, 300, 1000, 2000};
       c.seed = fresh_seed();
       SCOPED_TRACE(c.describe());
