@@ -14,6 +14,7 @@ OPS = [
     ("m64n256k16_ss_tb", 256, False, 1),   # O += P V: P K-major in shared memory, V MN-major
     ("m64n256k16_rs_tb", 256, True, 1),    # O += P V: P in registers, V MN-major
     ("m64n16k16_rs", 16, True, 0),         # narrow kernel: S^T = K Q^T and O^T += V^T P^T, KV from registers
+    ("m64n32k16_rs", 32, True, 0),         # narrow kernel, 32 query rows
 ]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 

@@ -30,8 +30,8 @@ cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile t
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format). The "wide" kernel takes
-// 64 query rows per CTA, one CTA per SM; the "narrow" kernel (at most 16 rows, per-tensor e4m3
-// caches, or ds_mla with a bf16 query) 16 rows per CTA, two CTAs per SM. sm90_decode_tile says which a shape runs (the
+// 64 query rows per CTA, one CTA per SM; the "narrow" kernel (at most 32 rows, per-tensor e4m3
+// caches, or ds_mla with a bf16 query) 16 rows per CTA and two CTAs per SM, or 32 rows and one. sm90_decode_tile says which a shape runs (the
 // planner's m-tile and CTAs per SM); prepare raises its dynamic shared-memory limit; launch
 // encodes the KV tensor maps and runs it.
 struct Sm90Tile {

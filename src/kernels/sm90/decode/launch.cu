@@ -108,18 +108,31 @@ namespace openmla::kernels {
 Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows) {
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as is.
   const bool narrow_format = kv_kind(format) == kKvE4M3 || (kv_kind(format) == kKvDsMla && q_is_bf16);
-  if (narrow_format && rows <= sm90::NarrowConfig::kRows)
-    return {sm90::NarrowConfig::kRows, sm90::NarrowConfig::kCtasPerSm, true};
+  if (narrow_format && rows <= 16) return {16, sm90::NarrowConfig<16>::kCtasPerSm, true};
+  if (narrow_format && rows <= 32) return {32, sm90::NarrowConfig<32>::kCtasPerSm, true};
   return {sm90::WideConfig::kRows, 1, false};
 }
 
+namespace {
+
+// Calls fn(integral_constant<int, rows>) for the narrow kernel's row counts.
+template <class Fn>
+cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
+  return rows_per_cta == 16 ? fn(std::integral_constant<int, 16>{}) : fn(std::integral_constant<int, 32>{});
+}
+
+}  // namespace
+
 cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows) {
-  const bool narrow = sm90_decode_tile(format, q_is_bf16, rows).narrow;
+  const Sm90Tile tile = sm90_decode_tile(format, q_is_bf16, rows);
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (narrow) return sm90::prepare_narrow_decode_kernel<T, kKind>();
+      if (tile.narrow)
+        return with_narrow_rows(tile.rows_per_cta, [](auto r) {
+          return sm90::prepare_narrow_decode_kernel<T, kKind, decltype(r)::value>();
+        });
     }
     return sm90::prepare_wide_decode_kernel<T, kKind>();
   });
@@ -127,16 +140,19 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows) {
 
 cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
                                cudaStream_t stream) {
-  const bool narrow = sm90_decode_tile(format, q_is_bf16, p.rows).narrow;
+  const Sm90Tile tile = sm90_decode_tile(format, q_is_bf16, p.rows);
   alignas(64) sm90::KvMaps maps;
   const cudaError_t e =
-      narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
+      tile.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
   if (e != cudaSuccess) return e;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (narrow) return sm90::run_narrow_decode<T, kKind>(p, maps, programmatic, stream);
+      if (tile.narrow)
+        return with_narrow_rows(tile.rows_per_cta, [&](auto r) {
+          return sm90::run_narrow_decode<T, kKind, decltype(r)::value>(p, maps, programmatic, stream);
+        });
     }
     return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);
   });

@@ -16,11 +16,11 @@ cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool prog
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel();
 
-// The narrow kernel (narrow_kernel.cuh): grid (m_tiles of 16 rows, p.num_parts), its own maps
-// (launch.cu, NarrowPage).
-template <typename T, int kKind>
+// The narrow kernel (narrow_kernel.cuh): grid (m_tiles of kRows rows, p.num_parts), its own maps
+// (launch.cu, NarrowPage). kRows: 16 or 32.
+template <typename T, int kKind, int kRows>
 cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream);
-template <typename T, int kKind>
+template <typename T, int kKind, int kRows>
 cudaError_t prepare_narrow_decode_kernel();
 
 }  // namespace openmla::kernels::sm90

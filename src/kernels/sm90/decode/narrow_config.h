@@ -18,15 +18,28 @@
 
 namespace openmla::kernels::sm90 {
 
+// kRowsT query rows per CTA: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
+// warpgroups taking alternate tiles of a 4-stage ring, one CTA per SM; they merge their softmax states
+// once per segment).
+template <int kRowsT>
 struct NarrowConfig {
-  static constexpr int kRows = 16;                 // query rows per CTA: the wgmma N
+  static_assert(kRowsT == 16 || kRowsT == 32);
+  static constexpr int kRows = kRowsT;             // query rows per CTA: the wgmma N
   static constexpr int kTokens = 64;               // KV tokens per tile (one page): the wgmma M
-  static constexpr int kStages = 2;
-  static constexpr int kConsumerWarps = 4;         // one warpgroup
-  static constexpr int kThreads = kConsumerWarps * 32 + 32;  // + the producer warp
-  static constexpr int kCtasPerSm = 2;
-  static constexpr int kQBoxBytes = kRows * 128;   // Q^T: 16 rows x 64 dims x 2 B per box, SW128
-  static constexpr int kQBoxes = kHeadDimQK / 64;  // 9
+  static constexpr int kConsumers = kRows / 16;    // consumer warpgroups
+  static constexpr int kStages = 2 * kConsumers;
+  static constexpr int kConsumerWarps = 4;         // per warpgroup
+  static constexpr int kConsumerThreads = kConsumers * 128;
+  // + the producer: one warp, or with two consumers a whole warpgroup (one warp works), so that
+  // setmaxnreg can move its registers to the consumers: 40 + 2 x 232 <= 3 x 168 (launch_impl checks).
+  static constexpr int kProducerThreads = kConsumers == 1 ? 32 : 128;
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr bool kRebalanceRegisters = kConsumers == 2;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
+  static constexpr int kRowsPerThread = kRows / 4;  // query rows (S^T / O^T columns) a thread holds
+  static constexpr int kQBoxBytes = kRows * 128;    // Q^T: kRows rows x 64 dims x 2 B per box, SW128
+  static constexpr int kQBoxes = kHeadDimQK / 64;   // 9
   // Consumer thread (warp w, lane group g) owns these 16 consecutive latent dims of O (and reads
   // them from V): 32 groups x 16 = 512.
   static constexpr int kDimsPerThread = kHeadDimV / (kConsumerWarps * 8);
@@ -71,31 +84,39 @@ struct NarrowScaleTable {
   float hi[64];
 };
 
-template <int kKind>
+template <int kKind, int kRows>
 struct alignas(1024) NarrowSharedStorage {
   using Page = NarrowPage<kKind>;
-  uint8_t kv[NarrowConfig::kStages][Page::kBytes];         // pages as stored
-  uint8_t q[NarrowConfig::kQBoxes * NarrowConfig::kQBoxBytes];  // Q^T, dims permuted (narrow_kernel.cuh)
-  uint8_t p[NarrowConfig::kRows * 128];                    // P^T: 16 rows x 64 tokens, SW128
-  float red[NarrowConfig::kConsumerWarps][NarrowConfig::kRows];  // per-warp row max / sum
-  float red_hi[NarrowConfig::kConsumerWarps];                     // ds_mla: per-warp max of hi
-  NarrowScaleTable scales[kKind == kKvDsMla ? NarrowConfig::kStages : 1];
-  uint64_t full[NarrowConfig::kStages];    // the page landed (or was skipped)
-  uint64_t ready[NarrowConfig::kStages];   // the producer finished it (tail rows, ds_mla scale table)
-  uint64_t empty[NarrowConfig::kStages];   // every consumer thread is done reading it
+  using Cfg = NarrowConfig<kRows>;
+  uint8_t kv[Cfg::kStages][Page::kBytes];                  // pages (NarrowPage)
+  uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (narrow_kernel.cuh); at
+                                                           // a segment's end the consumers' merge buffer
+  uint8_t p[Cfg::kConsumers][kRows * 128];                 // P^T per consumer: kRows x 64 tokens, SW128
+  float red[Cfg::kConsumers][Cfg::kConsumerWarps][kRows];  // per-warp row max / sum
+  float red_hi[Cfg::kConsumers][Cfg::kConsumerWarps];      // ds_mla: per-warp max of hi
+  float q_amax[Cfg::kConsumers * Cfg::kConsumerWarps];     // per-warp max |q|
+  float merge[3][kRows];                                   // consumer 1's m, l, h at a segment's end
+  int merge_bad;                                           // consumer 1 saw a bad page id
+  NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];
+  uint64_t full[Cfg::kStages];    // the page landed (or was skipped)
+  uint64_t ready[Cfg::kStages];   // the producer finished it (tail rows, ds_mla scale table)
+  uint64_t empty[Cfg::kStages];   // every thread of its consumer is done reading it
 };
+
+template <int kKind, int kRows>
+inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind, kRows>) + 1024;  // + alignment slack
+static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0,
+              "stages stay 1024-B aligned (Q^T and P^T after them are SW128 operands)");
+// 16 rows: two CTAs per SM (228 KB per SM, 1 KB of it reserved per CTA); 32 rows: one.
+static_assert(kNarrowSmemBytes<kKvE4M3, 16> * 2 + 2048 <= 233472 && kNarrowSmemBytes<kKvDsMla, 16> * 2 + 2048 <= 233472,
+              "two 16-row narrow CTAs must fit on one SM");
+static_assert(kNarrowSmemBytes<kKvE4M3, 32> <= 232448 && kNarrowSmemBytes<kKvDsMla, 32> <= 232448,
+              "a 32-row narrow CTA must fit the per-CTA limit");
+// The merge of the two consumers passes half of consumer 1's O^T (64 floats a thread) through Q^T's buffer.
+static_assert(NarrowConfig<32>::kQBoxes * NarrowConfig<32>::kQBoxBytes >= 64 * 128 * 4);
 
 // A ds_mla page as the TMA copies it: rows of 256 B.
 inline constexpr int kNarrowCopyRowBytes = 256;
 static_assert(NarrowPage<kKvDsMla>::kBytes % kNarrowCopyRowBytes == 0);
-
-template <int kKind>
-inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind>) + 1024;  // + alignment slack
-static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0,
-              "stages stay 1024-B aligned (Q^T and P^T after them are SW128 operands)");
-// Two CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA.
-static_assert(kNarrowSmemBytes<kKvE4M3> * NarrowConfig::kCtasPerSm + 2048 <= 233472 &&
-                  kNarrowSmemBytes<kKvDsMla> * NarrowConfig::kCtasPerSm + 2048 <= 233472,
-              "two narrow CTAs must fit on one SM");
 
 }  // namespace openmla::kernels::sm90

@@ -40,8 +40,21 @@
 namespace openmla::kernels::sm90 {
 namespace narrow {
 
-using NCfg = NarrowConfig;
-inline constexpr int kBarWarpgroup = 1;  // the consumer warpgroup (128 threads)
+// Named barriers (0 is __syncthreads): all consumer threads, and one per consumer warpgroup.
+inline constexpr int kBarNarrowConsumers = 1;
+inline constexpr int kBarWarpgroup0 = 2;  // + the consumer index
+inline constexpr int kTileTokens = 64;
+
+// wgmma m64nNk16, A from registers, B K-major: N = the CTA's query rows.
+template <typename T, int kRows>
+__device__ __forceinline__ void wgmma_rows(float (&d)[kRows / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                           bool accumulate) {
+  if constexpr (kRows == 16) {
+    wgmma_m64n16k16_rs<T>(d, a, desc_b, accumulate);
+  } else {
+    wgmma_m64n32k16_rs<T>(d, a, desc_b, accumulate);
+  }
+}
 
 // ---- primitives --------------------------------------------------------------------------------
 
@@ -103,12 +116,13 @@ __device__ __forceinline__ uint32_t sw128(int row, int chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
-// Q^T (B of S^T, K-major: 16 rows x 64 dims per box) and P^T (B of O^T, K-major: 16 rows x 64
+// Q^T (B of S^T, K-major: kRows rows x 64 dims per box) and P^T (B of O^T, K-major: kRows rows x 64
 // tokens) descriptors: the k-step's is the first one plus a constant (the address field counts 16 B).
+template <int kRows>
 struct Descriptors {
   uint64_t q, p;
   __device__ uint64_t q_step(int ks) const {
-    return q + static_cast<uint64_t>(((ks / 4) * NCfg::kQBoxBytes + (ks % 4) * 32) >> 4);
+    return q + static_cast<uint64_t>(((ks / 4) * NarrowConfig<kRows>::kQBoxBytes + (ks % 4) * 32) >> 4);
   }
   __device__ uint64_t p_step(int kk) const { return p + static_cast<uint64_t>((kk * 32) >> 4); }
 };
@@ -118,20 +132,21 @@ struct Descriptors {
 // Q rows of this m-tile into Q^T, every 64-dim box's k-steps in qk_physical_dim order; rows past s_q * h_q
 // are zero. The dims multiplied with e4m3 values are stored in fp16: a bf16 query is scaled by
 // 2^-shift (shift >= 0 the smallest that brings their max |q| below 2^15; 0 unless |q| >= 32768) and
-// the shift returned. ds_mla's rope dims (box 8) stay bf16, as its cache stores them. 128 consumer
-// threads.
-template <typename T, int kKind>
-__device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile, NarrowSharedStorage<kKind>& sm,
+// the shift returned. ds_mla's rope dims (box 8) stay bf16, as its cache stores them. All consumer
+// threads (8 per row).
+template <typename T, int kKind, int kRows>
+__device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile, NarrowSharedStorage<kKind, kRows>& sm,
                                       int t) {
+  using Cfg = NarrowConfig<kRows>;
   constexpr bool kConvert = !std::is_same_v<T, __half>;
-  constexpr int kFp16Boxes = kKind == kKvDsMla ? 8 : NCfg::kQBoxes;  // boxes multiplied with e4m3 values
+  constexpr int kFp16Boxes = kKind == kKvDsMla ? 8 : Cfg::kQBoxes;  // boxes multiplied with e4m3 values
   // Thread t: row t / 8, chunk t % 8 of every box (so every address is one base plus constants).
-  static_assert(NCfg::kRows * 8 == 128, "one chunk column per consumer thread");
+  static_assert(kRows * 8 == Cfg::kConsumerThreads, "one chunk column per consumer thread");
   const int r = t / 8, chunk = t % 8;
   const int step = chunk / 2, half = chunk % 2;
-  const int row = m_tile * NCfg::kRows + r;
+  const int row = m_tile * kRows + r;
   const char* q = static_cast<const char*>(p.q);
-  uint32_t v[NCfg::kQBoxes][4];
+  uint32_t v[Cfg::kQBoxes][4];
   float amax = 0.f;
   const uint32_t* src = nullptr;
   if (row < p.rows) {
@@ -140,7 +155,7 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
           2 * step + half;
   }
 #pragma unroll
-  for (int box = 0; box < NCfg::kQBoxes; ++box) {
+  for (int box = 0; box < Cfg::kQBoxes; ++box) {
     // Positions 8 half + 2j, +1 of k-step `step` (stored as pair j of this chunk): qk_physical_dim.
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[box][j] = src ? src[qk_chunk_dim(box, j) / 2] : 0u;
@@ -155,9 +170,11 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
   if constexpr (kConvert) {
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    if (t % 32 == 0) sm.red[t / 32][0] = amax;
-    named_barrier_sync(kBarWarpgroup, 128);
-    amax = fmaxf(fmaxf(sm.red[0][0], sm.red[1][0]), fmaxf(sm.red[2][0], sm.red[3][0]));
+    if (t % 32 == 0) sm.q_amax[t / 32] = amax;
+    named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
+    amax = 0.f;
+#pragma unroll
+    for (int w = 0; w < Cfg::kConsumers * Cfg::kConsumerWarps; ++w) amax = fmaxf(amax, sm.q_amax[w]);
     // NaN or inf: no shift helps; they propagate as they would in bf16.
     const int exponent = isfinite(amax) ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 0;
     shift = exponent > 14 ? exponent - 14 : 0;
@@ -170,17 +187,17 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
                                   __uint_as_float(v[box][j] & 0xFFFF0000u) * scale);
   }
 #pragma unroll
-  for (int box = 0; box < NCfg::kQBoxes; ++box)
-    st_shared_v4(smem_u32(sm.q) + box * NCfg::kQBoxBytes + sw128(r, chunk),
+  for (int box = 0; box < Cfg::kQBoxes; ++box)
+    st_shared_v4(smem_u32(sm.q) + box * Cfg::kQBoxBytes + sw128(r, chunk),
                  make_uint4(v[box][0], v[box][1], v[box][2], v[box][3]));
   return shift;
 }
 
 // ---- the two products --------------------------------------------------------------------------
 
-// A thread's place in the consumer warpgroup's fragments.
+// A thread's place in its consumer warpgroup's fragments.
 struct Lane {
-  int warp, g, c;
+  int warp, g, c;  // warp inside the warpgroup
   int tok0, tok1;  // its two token rows of S^T: 16 warp + g, + 8
 };
 
@@ -204,7 +221,7 @@ __device__ __forceinline__ uint32_t pv_chunk_addr(uint32_t stage_base, int tok, 
   if constexpr (Page::kSwizzled) {
     return stage_base + warp * Page::kLatentBoxBytes + sw128(tok, g);
   } else {
-    return stage_base + tok * Page::kRowBytes + (warp * 8 + g) * NCfg::kDimsPerThread;
+    return stage_base + tok * Page::kRowBytes + (warp * 8 + g) * NarrowConfig<16>::kDimsPerThread;
   }
 }
 
@@ -216,10 +233,11 @@ __device__ __forceinline__ uint32_t broadcast_half(uint16_t h) { return static_c
 // next block's bytes are loaded before this block's wgmmas issue. ds_mla: the latent scores are then
 // scaled by the power-of-two part of the scale (`hi`, per token, times 2^q_shift) and the rope
 // k-steps added in bf16 from shared memory. Leaves the last group in flight.
-template <int kKind>
-__device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
-                                         const Lane& ln, float hi0, float hi1, float (&s)[8]) {
-  constexpr int kE4m3Blocks = kKind == kKvDsMla ? 8 : NCfg::kQBoxes;
+template <int kKind, int kRows>
+__device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleTable& table,
+                                         const Descriptors<kRows>& desc, const Lane& ln, float hi0, float hi1,
+                                         float (&s)[kRows / 2]) {
+  constexpr int kE4m3Blocks = kKind == kKvDsMla ? 8 : NarrowConfig<kRows>::kQBoxes;
   uint32_t lo0[4], lo1[4];  // ds_mla: the fp16 scale factors of tok0 / tok1 per tile, broadcast to pairs
   if constexpr (kKind == kKvDsMla) {
 #pragma unroll
@@ -253,7 +271,7 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
     }
     wgmma_fence();
 #pragma unroll
-    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<__half>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
+    for (int st = 0; st < 4; ++st) wgmma_rows<__half, kRows>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
     wgmma_commit();
     wgmma_wait<1>();
   }
@@ -278,7 +296,7 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
     wgmma_wait<0>();
     fence_operands(s);
 #pragma unroll
-    for (int n8 = 0; n8 < 2; ++n8) {
+    for (int n8 = 0; n8 < kRows / 8; ++n8) {
       s[4 * n8 + 0] *= hi0;
       s[4 * n8 + 1] *= hi0;
       s[4 * n8 + 2] *= hi1;
@@ -287,7 +305,7 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
     fence_operands(s);
     wgmma_fence();
 #pragma unroll
-    for (int st = 0; st < 4; ++st) wgmma_m64n16k16_rs<__nv_bfloat16>(s, a[st], desc.q_step(32 + st), true);
+    for (int st = 0; st < 4; ++st) wgmma_rows<__nv_bfloat16, kRows>(s, a[st], desc.q_step(32 + st), true);
     wgmma_commit();
   }
   fence_operands(s);
@@ -314,9 +332,10 @@ __device__ __forceinline__ void pv_load(uint32_t stage_base, const NarrowScaleTa
   }
 }
 
-template <int kKind>
-__device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table, const Descriptors& desc,
-                                         const Lane& ln, uint64_t* empty, float (&o)[8][8]) {
+template <int kKind, int kRows>
+__device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table,
+                                         const Descriptors<kRows>& desc, const Lane& ln, uint64_t* empty,
+                                         float (&o)[8][kRows / 2]) {
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
   uint4 r[4];
@@ -358,7 +377,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
       }
       wgmma_fence();
 #pragma unroll
-      for (int bb = 0; bb < 4; ++bb) wgmma_m64n16k16_rs<__half>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
+      for (int bb = 0; bb < 4; ++bb) wgmma_rows<__half, kRows>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
       wgmma_commit();
       wgmma_wait<1>();
     }
@@ -374,38 +393,49 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
-// The thread's four query rows (columns of S^T / O^T): n8 * 8 + 2c + e, index i = 2 n8 + e.
+// The thread's query rows (columns of S^T / O^T): n8 * 8 + 2c + e, index i = 2 n8 + e, and the
+// position of row i's token-0 score in S^T (token 1's is 2 further).
 __device__ __forceinline__ int row_of(int i, int c) { return (i / 2) * 8 + 2 * c + (i % 2); }
+__device__ __forceinline__ int score_of(int i) { return (i / 2) * 4 + (i % 2); }
 
+template <int kRows>
 struct RowState {
-  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};  // running max (score units)
-  float l[4] = {0.f, 0.f, 0.f, 0.f};                          // this thread's share of the row sums
+  static constexpr int kN = NarrowConfig<kRows>::kRowsPerThread;
+  float m[kN];  // running max (score units)
+  float l[kN];  // this thread's share of the row sums
   // ds_mla: O is kept in units of 1 / h, h the largest scale factor `hi` seen so far (so that
   // P * hi_t / h <= 1 fits fp16); 1 for e4m3.
   float h = 0.f;
+  __device__ RowState() {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      m[i] = -INFINITY;
+      l[i] = 0.f;
+    }
+  }
 };
 
 // One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
-// P^T in shared memory (ds_mla: times hi_t / h) and returns the rescale factors of
-// O (alpha_o) and l (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen).
-template <int kKind>
-__device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, float (&s)[8], const Lane& ln,
-                                             int first_token, const int (&limit)[4], int min_limit, float scale_log2,
-                                             float hi0, float hi1, RowState& rs, float (&alpha)[4],
-                                             float (&alpha_o)[4]) {
-  if (first_token + NCfg::kTokens > min_limit) {  // uniform: only the last tile or two
+// P^T in shared memory (ds_mla: times hi_t / h) and returns the rescale factors of O (alpha_o) and l
+// (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen). `me`: the consumer.
+template <int kKind, int kRows>
+__device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& sm, int me, float (&s)[kRows / 2],
+                                             const Lane& ln, int first_token, const int (&limit)[kRows / 4],
+                                             int min_limit, float scale_log2, float hi0, float hi1,
+                                             RowState<kRows>& rs, float (&alpha)[kRows / 4],
+                                             float (&alpha_o)[kRows / 4]) {
+  constexpr int kN = kRows / 4;
+  if (first_token + kTileTokens > min_limit) {  // uniform: only the last tile or two
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int idx = (i / 2) * 4 + (i % 2);
-      s[idx] = first_token + ln.tok0 >= limit[i] ? -INFINITY : s[idx];
-      s[idx + 2] = first_token + ln.tok1 >= limit[i] ? -INFINITY : s[idx + 2];
+    for (int i = 0; i < kN; ++i) {
+      s[score_of(i)] = first_token + ln.tok0 >= limit[i] ? -INFINITY : s[score_of(i)];
+      s[score_of(i) + 2] = first_token + ln.tok1 >= limit[i] ? -INFINITY : s[score_of(i) + 2];
     }
   }
-  float mx[4];
+  float mx[kN];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int idx = (i / 2) * 4 + (i % 2);
-    mx[i] = fmaxf(s[idx], s[idx + 2]);
+  for (int i = 0; i < kN; ++i) {
+    mx[i] = fmaxf(s[score_of(i)], s[score_of(i) + 2]);
 #pragma unroll
     for (int o = 4; o < 32; o *= 2) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
   }
@@ -417,32 +447,31 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
   }
   if (ln.g == 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) sm.red[ln.warp][row_of(i, ln.c)] = mx[i];
-    if (kKind == kKvDsMla && ln.c == 0) sm.red_hi[ln.warp] = hmax;
+    for (int i = 0; i < kN; ++i) sm.red[me][ln.warp][row_of(i, ln.c)] = mx[i];
+    if (kKind == kKvDsMla && ln.c == 0) sm.red_hi[me][ln.warp] = hmax;
   }
-  named_barrier_sync(kBarWarpgroup, 128);
+  named_barrier_sync(kBarWarpgroup0 + me, 128);
   float h_ratio = 1.f, f0 = 1.f, f1 = 1.f;  // O's rescale for a new h; P's factors hi_t / h
   if constexpr (kKind == kKvDsMla) {
-    const float h_new =
-        fmaxf(rs.h, fmaxf(fmaxf(sm.red_hi[0], sm.red_hi[1]), fmaxf(sm.red_hi[2], sm.red_hi[3])));
+    const float h_new = fmaxf(rs.h, fmaxf(fmaxf(sm.red_hi[me][0], sm.red_hi[me][1]),
+                                          fmaxf(sm.red_hi[me][2], sm.red_hi[me][3])));
     h_ratio = h_new == rs.h ? 1.f : rs.h / h_new;
     rs.h = h_new;
     f0 = hi0 / h_new;
     f1 = hi1 / h_new;
   }
-  const uint32_t p_base = smem_u32(sm.p);
+  const uint32_t p_base = smem_u32(sm.p[me]);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kN; ++i) {
     const int n = row_of(i, ln.c);
-    float m_new = fmaxf(fmaxf(sm.red[0][n], sm.red[1][n]), fmaxf(sm.red[2][n], sm.red[3][n]));
+    float m_new = fmaxf(fmaxf(sm.red[me][0][n], sm.red[me][1][n]), fmaxf(sm.red[me][2][n], sm.red[me][3][n]));
     m_new = fmaxf(m_new, rs.m[i]);
     alpha[i] = m_new == -INFINITY ? 1.f : exp2f((rs.m[i] - m_new) * scale_log2);
     alpha_o[i] = alpha[i] * h_ratio;
     // A row with no unmasked key yet keeps max -inf; base 0 then gives exp2(-inf) = 0, not NaN.
     const float base = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
-    const int idx = (i / 2) * 4 + (i % 2);
-    const float p0 = exp2_ftz(fmaf(s[idx], scale_log2, -base));
-    const float p1 = exp2_ftz(fmaf(s[idx + 2], scale_log2, -base));
+    const float p0 = exp2_ftz(fmaf(s[score_of(i)], scale_log2, -base));
+    const float p1 = exp2_ftz(fmaf(s[score_of(i) + 2], scale_log2, -base));
     rs.l[i] = rs.l[i] * alpha[i] + p0 + p1;
     rs.m[i] = m_new;
     // P^T[n][tok] (the PV k order is the tokens' own, pv_token).
@@ -454,19 +483,27 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind>& sm, flo
     }
   }
   fence_proxy_async();  // P^T is read by wgmma
-  named_barrier_sync(kBarWarpgroup, 128);
+  named_barrier_sync(kBarWarpgroup0 + me, 128);
 }
 
-__device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4]) {
-  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f || alpha[2] != 1.f || alpha[3] != 1.f)) return;
+// O^T columns (query rows) times per-row factors: rows i of the thread, both of its dims per m-block.
+template <int kRows>
+__device__ __forceinline__ void scale_rows(float (&o)[8][kRows / 2], const float (&f)[kRows / 4]) {
 #pragma unroll
   for (int b = 0; b < 8; ++b)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int idx = (i / 2) * 4 + (i % 2);
-      o[b][idx] *= alpha[i];
-      o[b][idx + 2] *= alpha[i];
+    for (int i = 0; i < kRows / 4; ++i) {
+      o[b][score_of(i)] *= f[i];
+      o[b][score_of(i) + 2] *= f[i];
     }
+}
+
+template <int kRows>
+__device__ __forceinline__ void rescale(float (&o)[8][kRows / 2], const float (&alpha)[kRows / 4]) {
+  bool any = false;
+#pragma unroll
+  for (int i = 0; i < kRows / 4; ++i) any |= alpha[i] != 1.f;
+  if (__any_sync(0xffffffffu, any)) scale_rows<kRows>(o, alpha);
 }
 
 // ---- copies and the scale table ------------------------------------------------------------------
@@ -474,9 +511,9 @@ __device__ __forceinline__ void rescale(float (&o)[8][8], const float (&alpha)[4
 // The page with id `page` into a stage (NarrowPage: e4m3's five boxes, or ds_mla's page in one box).
 // A bad id is recorded and never a coordinate: the barrier completes without data (the stage keeps
 // stale bytes; the consumers poison the segment).
-template <int kKind>
-__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind>& sm, const KvMaps& maps,
-                                          int stage, int page, uint64_t policy) {
+template <int kKind, int kRows>
+__device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind, kRows>& sm,
+                                          const KvMaps& maps, int stage, int page, uint64_t policy) {
   using Page = NarrowPage<kKind>;
   uint64_t* bar = &sm.full[stage];
   if (page < 0 || page >= p.num_pages) {
@@ -506,8 +543,8 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
 template <int kKind>
 __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& table, int valid, int lane) {
   using Page = NarrowPage<kKind>;
-  if (valid < NCfg::kTokens) {
-    const int rows = NCfg::kTokens - valid;
+  if (valid < kTileTokens) {
+    const int rows = kTileTokens - valid;
     constexpr int kChunks = kHeadDimV / 16;  // the latent part of a row (the values), e4m3
     for (int i = lane; i < rows * kChunks; i += 32) {
       const int row = valid + i / kChunks, chunk = i % kChunks;
@@ -541,23 +578,25 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 
 }  // namespace narrow
 
-template <typename T, int kKind>
-__global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPerSm)
+template <typename T, int kKind, int kRows>
+__global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kRows>::kCtasPerSm)
     narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   using namespace narrow;
+  using Cfg = NarrowConfig<kRows>;
+  constexpr int kN = Cfg::kRowsPerThread;
   static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
   extern __shared__ uint8_t smem_raw[];
-  NarrowSharedStorage<kKind>& sm = *reinterpret_cast<NarrowSharedStorage<kKind>*>(
+  NarrowSharedStorage<kKind, kRows>& sm = *reinterpret_cast<NarrowSharedStorage<kKind, kRows>*>(
       smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
   const int lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < NCfg::kStages; ++s) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(&sm.full[s], 1);
-      mbarrier_init(&sm.ready[s], 32);                        // the producer warp's lanes
-      mbarrier_init(&sm.empty[s], NCfg::kConsumerWarps * 32);  // every consumer thread releases
+      mbarrier_init(&sm.ready[s], 32);   // the producer warp's lanes
+      mbarrier_init(&sm.empty[s], 128);  // every thread of the consumer that owns the tile
     }
     fence_barrier_init();
   }
@@ -568,8 +607,12 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
 
-  if (warp == NCfg::kConsumerWarps) {
+  if (warp >= Cfg::kConsumers * Cfg::kConsumerWarps) {
     // ---------------- producer ----------------
+    if constexpr (Cfg::kRebalanceRegisters) {
+      warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+      if (warp != Cfg::kConsumers * Cfg::kConsumerWarps) return;  // one warp of the warpgroup works
+    }
     // Event-driven: copy the next page as soon as its stage is free, otherwise finish the oldest
     // page in flight once it landed (finish_page), so that neither waits behind the other. Lane 0
     // polls and issues the copies; the decisions are broadcast so that the warp stays converged.
@@ -580,37 +623,37 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
     const uint64_t policy = l2_evict_first_policy();
     TileCursor cur(p, part, part_idx);
     uint32_t issued = 0, finished = 0;
-    int valid_of[NCfg::kStages];  // tokens inside seqlen of the page in each stage
+    int valid_of[Cfg::kStages];  // tokens inside seqlen of the page in each stage
     for (;;) {
       const bool more = cur.valid();
       if (!more && finished == issued) break;
       int action = 0;  // 1: copy the next page, 2: finish the oldest, 0: poll again
       if (lane == 0) {
-        if (more && mbarrier_test_wait(&sm.empty[issued % NCfg::kStages], ((issued / NCfg::kStages) & 1) ^ 1))
+        if (more && mbarrier_test_wait(&sm.empty[issued % Cfg::kStages], ((issued / Cfg::kStages) & 1) ^ 1))
           action = 1;
         else if (finished < issued &&
-                 mbarrier_test_wait(&sm.full[finished % NCfg::kStages], (finished / NCfg::kStages) & 1))
+                 mbarrier_test_wait(&sm.full[finished % Cfg::kStages], (finished / Cfg::kStages) & 1))
           action = 2;
       }
       action = __shfl_sync(0xffffffffu, action, 0);
       if (action == 1) {
-        const int stage = issued % NCfg::kStages;
-        mbarrier_wait(&sm.empty[stage], ((issued / NCfg::kStages) & 1) ^ 1);  // every lane writes the stage later
+        const int stage = issued % Cfg::kStages;
+        mbarrier_wait(&sm.empty[stage], ((issued / Cfg::kStages) & 1) ^ 1);  // every lane writes the stage later
         if (lane == 0) {
           const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
           narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
         }
 #pragma unroll
-        for (int s = 0; s < NCfg::kStages; ++s)
-          if (s == stage) valid_of[s] = p.seqlens[cur.req] - cur.block * NCfg::kTokens;
+        for (int s = 0; s < Cfg::kStages; ++s)
+          if (s == stage) valid_of[s] = p.seqlens[cur.req] - cur.block * kTileTokens;
         cur.next();
         ++issued;
       } else if (action == 2) {
-        const int stage = finished % NCfg::kStages;
-        mbarrier_wait(&sm.full[stage], (finished / NCfg::kStages) & 1);
+        const int stage = finished % Cfg::kStages;
+        mbarrier_wait(&sm.full[stage], (finished / Cfg::kStages) & 1);
         int valid = valid_of[0];
 #pragma unroll
-        for (int s = 1; s < NCfg::kStages; ++s)
+        for (int s = 1; s < Cfg::kStages; ++s)
           if (s == stage) valid = valid_of[s];
         finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
         mbarrier_arrive(&sm.ready[stage]);
@@ -623,56 +666,63 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
   }
 
   // ---------------- consumers ----------------
-  const int t = threadIdx.x;
+  // Consumer `me` (a warpgroup) computes the tiles with it % kConsumers == me (it: the CTA's tile
+  // count, which the producer's stages follow too).
+  if constexpr (Cfg::kRebalanceRegisters) warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  const int t = threadIdx.x;  // 0 .. kConsumerThreads - 1
+  const int me = warp / Cfg::kConsumerWarps;
   Lane ln;
-  ln.warp = warp;
+  ln.warp = warp % Cfg::kConsumerWarps;
   ln.g = lane / 4;
   ln.c = lane % 4;
-  ln.tok0 = warp * 16 + ln.g;
+  ln.tok0 = ln.warp * 16 + ln.g;
   ln.tok1 = ln.tok0 + 8;
-  const int dim0 = (warp * 8 + ln.g) * NCfg::kDimsPerThread;  // the thread's 16 output dims
-  Descriptors desc;
+  const int dim0 = (ln.warp * 8 + ln.g) * Cfg::kDimsPerThread;  // the thread's 16 output dims
+  const int tw = t % 128;                                       // thread inside the warpgroup
+  Descriptors<kRows> desc;
   desc.q = sw128_desc(smem_u32(sm.q), 16, 1024);
-  desc.p = sw128_desc(smem_u32(sm.p), 16, 1024);
+  desc.p = sw128_desc(smem_u32(sm.p[me]), 16, 1024);
   uint32_t it = 0;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
     const Segment seg = make_segment(p, part, part_idx, req);
     const int tiles = seg.block_end - seg.block_begin;
 
-    named_barrier_sync(kBarWarpgroup, 128);  // the previous segment's readers of Q and red are done
+    // The previous segment's readers of Q (and of the merge data in its buffer) and red are done.
+    named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
     int q_shift = 0;
     if (tiles > 0) {
       q_shift = load_q<T>(p, req, m_tile, sm, t);
       fence_proxy_async();
     }
-    named_barrier_sync(kBarWarpgroup, 128);
+    named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
     // Scores in the query's units: e4m3 folds 2^q_shift into the softmax scale, ds_mla into hi.
     const float q_unscale = exp2f(static_cast<float>(q_shift));
     const float score_unscale = kKind == kKvDsMla ? 1.f : q_unscale;
     const float scale_log2 = p.scale_log2 * score_unscale;
 
-    int limit[4];
+    int limit[kN];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) limit[i] = key_limit(p, seg.seqlen, m_tile * NCfg::kRows + row_of(i, ln.c));
-    const int min_limit = key_limit(p, seg.seqlen, m_tile * NCfg::kRows);
+    for (int i = 0; i < kN; ++i) limit[i] = key_limit(p, seg.seqlen, m_tile * kRows + row_of(i, ln.c));
+    const int min_limit = key_limit(p, seg.seqlen, m_tile * kRows);
 
-    float o[8][8];
+    float o[8][kRows / 2];
 #pragma unroll
     for (int b = 0; b < 8; ++b)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[b][i] = 0.f;
-    RowState rs;
+      for (int i = 0; i < kRows / 2; ++i) o[b][i] = 0.f;
+    RowState<kRows> rs;
     if (kKind != kKvDsMla) rs.h = 1.f;
     bool bad_page = false;
 
     for (int j = 0; j < tiles; ++j, ++it) {
+      if (static_cast<int>(it % Cfg::kConsumers) != me) continue;  // the other consumer's tile
       const int block = seg.block_begin + j;
-      const int stage = it % NCfg::kStages;
-      const uint32_t parity = (it / NCfg::kStages) & 1;
+      const int stage = it % Cfg::kStages;
+      const uint32_t parity = (it / Cfg::kStages) & 1;
       const int page = p.block_table[req * p.block_table_stride + block];
       bad_page |= page < 0 || page >= p.num_pages;
-      const int first_token = block * NCfg::kTokens;
+      const int first_token = block * kTileTokens;
       mbarrier_wait(&sm.full[stage], parity);
       mbarrier_wait(&sm.ready[stage], parity);
       float hi0 = 0.f, hi1 = 0.f;  // ds_mla: the tokens' scale factors (0 past seqlen)
@@ -687,53 +737,120 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);
       const uint32_t stage_base = smem_u32(sm.kv[stage]);
 
-      float s[8];
+      float s[kRows / 2];
       issue_qk<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, hi0 * q_unscale,
                       hi1 * q_unscale, s);
       wgmma_wait<0>();
       fence_operands(s);
-      float alpha[4], alpha_o[4];
-      softmax_step<kKind>(sm, s, ln, first_token, limit, min_limit, scale_log2, hi0, hi1, rs, alpha, alpha_o);
-      rescale(o, alpha_o);
+#pragma unroll
+      for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
+      float alpha[kN], alpha_o[kN];
+      softmax_step<kKind>(sm, me, s, ln, first_token, limit, min_limit, scale_log2, hi0, hi1, rs, alpha, alpha_o);
+      rescale<kRows>(o, alpha_o);
       issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int b = 0; b < 8; ++b) fence_operands(o[b]);
 
-    // ---- epilogue: row sums over the warpgroup, normalize, write out/lse or the partial ----
-    float l[4];
+    // ---- row sums over the warpgroup ----
+    float l[kN];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kN; ++i) {
       l[i] = rs.l[i];
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) l[i] += __shfl_xor_sync(0xffffffffu, l[i], off);
     }
     if (ln.g == 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) sm.red[warp][row_of(i, ln.c)] = l[i];
+      for (int i = 0; i < kN; ++i) sm.red[me][ln.warp][row_of(i, ln.c)] = l[i];
     }
-    named_barrier_sync(kBarWarpgroup, 128);
+    named_barrier_sync(kBarWarpgroup0 + me, 128);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kN; ++i) {
       const int n = row_of(i, ln.c);
-      l[i] = sm.red[0][n] + sm.red[1][n] + sm.red[2][n] + sm.red[3][n];
+      l[i] = sm.red[me][0][n] + sm.red[me][1][n] + sm.red[me][2][n] + sm.red[me][3][n];
+    }
+    // O in the query's units times 1 / l: factor per row (ds_mla: O is kept in units of 1 / h).
+    float f[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) f[i] = rs.h;
+
+    if constexpr (Cfg::kConsumers == 2) {
+      // ---- merge consumer 1's (m, l, h, O) into consumer 0's, through Q^T's buffer ----
+      if (me == 1) {
+        if (ln.warp == 0 && ln.g == 0) {
+#pragma unroll
+          for (int i = 0; i < kN; ++i) {
+            sm.merge[0][row_of(i, ln.c)] = rs.m[i];
+            sm.merge[1][row_of(i, ln.c)] = l[i];
+          }
+          if (ln.c == 0) sm.merge[2][0] = rs.h;
+        }
+        if (tw == 0) sm.merge_bad = 0;
+      }
+      named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
+      if (me == 1 && bad_page) sm.merge_bad = 1;
+      float f1[kN];
+      if (me == 0) {
+        const float h1 = sm.merge[2][0];
+#pragma unroll
+        for (int i = 0; i < kN; ++i) {
+          const int n = row_of(i, ln.c);
+          const float m1 = sm.merge[0][n], l1 = sm.merge[1][n];
+          const float m = fmaxf(rs.m[i], m1);
+          const float a0 = rs.m[i] == -INFINITY ? 0.f : exp2f((rs.m[i] - m) * scale_log2);
+          const float a1 = m1 == -INFINITY ? 0.f : exp2f((m1 - m) * scale_log2);
+          l[i] = l[i] * a0 + l1 * a1;
+          rs.m[i] = m;
+          f[i] = a0 * rs.h;
+          f1[i] = a1 * h1;
+        }
+        scale_rows<kRows>(o, f);
+#pragma unroll
+        for (int i = 0; i < kN; ++i) f[i] = 1.f;
+      }
+      float* buffer = reinterpret_cast<float*>(sm.q);
+#pragma unroll
+      for (int round = 0; round < 2; ++round) {
+        // Half of consumer 1's fragments (4 m-blocks), stored [register][thread]: each thread of
+        // consumer 0 reads what the thread at its own fragment position wrote.
+        if (me == 1) {
+#pragma unroll
+          for (int b = 0; b < 4; ++b)
+#pragma unroll
+            for (int i = 0; i < kRows / 2; ++i) buffer[(b * (kRows / 2) + i) * 128 + tw] = o[4 * round + b][i];
+        }
+        named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
+        if (me == 0) {
+#pragma unroll
+          for (int b = 0; b < 4; ++b)
+#pragma unroll
+            for (int i = 0; i < kN; ++i) {
+              o[4 * round + b][score_of(i)] += f1[i] * buffer[(b * (kRows / 2) + score_of(i)) * 128 + tw];
+              o[4 * round + b][score_of(i) + 2] += f1[i] * buffer[(b * (kRows / 2) + score_of(i) + 2) * 128 + tw];
+            }
+        }
+        named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
+      }
+      bad_page |= sm.merge_bad != 0;
+      if (me == 1) continue;  // consumer 0 writes the result
     }
 
+    // ---- epilogue: normalize, write out/lse or the partial ----
     const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
     if (seg.errors && t == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
     const bool poison = errors != 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = m_tile * NCfg::kRows + row_of(i, ln.c);
+    for (int i = 0; i < kN; ++i) {
+      const int row = m_tile * kRows + row_of(i, ln.c);
       if (row >= p.rows) continue;
-      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * rs.h / l[i] : 0.f);
-      const int idx = (i / 2) * 4 + (i % 2);
+      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
       float v[16];
 #pragma unroll
       for (int b = 0; b < 8; ++b) {
-        v[2 * b] = o[b][idx] * inv;
-        v[2 * b + 1] = o[b][idx + 2] * inv;
+        v[2 * b] = o[b][score_of(i)] * inv;
+        v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
       }
       const int qi = row / p.num_heads, head = row % p.num_heads;
       if (seg.write_final) {
@@ -748,7 +865,7 @@ __global__ void __launch_bounds__(NarrowConfig::kThreads, NarrowConfig::kCtasPer
 #pragma unroll
         for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
       }
-      if (warp == 0 && ln.g == 0) {
+      if (ln.warp == 0 && ln.g == 0) {
         const float lse =
             poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * score_unscale) + logf(l[i]) : -INFINITY);
         if (seg.write_final) {

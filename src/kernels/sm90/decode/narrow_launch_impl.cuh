@@ -1,5 +1,5 @@
-// Definitions behind launch.h for the narrow kernel, one query type and cache kind; included by the
-// instantiation files.
+// Definitions behind launch.h for the narrow kernel, one query type, cache kind and row count;
+// included by the instantiation files.
 #pragma once
 
 #include "kernels/common/launch.h"
@@ -8,21 +8,32 @@
 
 namespace openmla::kernels::sm90 {
 
-template <typename T, int kKind>
+template <typename T, int kKind, int kRows>
 cudaError_t prepare_narrow_decode_kernel() {
-  return cudaFuncSetAttribute(narrow_decode_kernel<T, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(kNarrowSmemBytes<kKind>));
+  using Cfg = NarrowConfig<kRows>;
+  if constexpr (Cfg::kRebalanceRegisters) {
+    // setmaxnreg.inc waits for registers that setmaxnreg.dec released in the same CTA: a budget
+    // beyond the launch's register count would hang, so refuse it here.
+    cudaFuncAttributes attributes{};
+    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, narrow_decode_kernel<T, kKind, kRows>);
+        e != cudaSuccess)
+      return e;
+    if (Cfg::kProducerRegs + Cfg::kConsumers * Cfg::kConsumerRegs > (1 + Cfg::kConsumers) * attributes.numRegs)
+      return cudaErrorInvalidConfiguration;
+  }
+  return cudaFuncSetAttribute(narrow_decode_kernel<T, kKind, kRows>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(kNarrowSmemBytes<kKind, kRows>));
 }
 
-template <typename T, int kKind>
+template <typename T, int kKind, int kRows>
 cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
-  const dim3 grid((p.rows + NarrowConfig::kRows - 1) / NarrowConfig::kRows, p.num_parts);
-  return launch_kernel(narrow_decode_kernel<T, kKind>, grid, NarrowConfig::kThreads, kNarrowSmemBytes<kKind>, stream,
-                       programmatic, p, maps);
+  const dim3 grid((p.rows + kRows - 1) / kRows, p.num_parts);
+  return launch_kernel(narrow_decode_kernel<T, kKind, kRows>, grid, NarrowConfig<kRows>::kThreads,
+                       kNarrowSmemBytes<kKind, kRows>, stream, programmatic, p, maps);
 }
 
-#define OPENMLA_INSTANTIATE_SM90_NARROW(T, KIND)                                                           \
-  template cudaError_t run_narrow_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
-  template cudaError_t prepare_narrow_decode_kernel<T, KIND>();
+#define OPENMLA_INSTANTIATE_SM90_NARROW(T, KIND, ROWS)                                                          \
+  template cudaError_t run_narrow_decode<T, KIND, ROWS>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
+  template cudaError_t prepare_narrow_decode_kernel<T, KIND, ROWS>();
 
 }  // namespace openmla::kernels::sm90
