@@ -418,18 +418,22 @@ struct RowState {
 // One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
 // P^T in shared memory (ds_mla: times hi_t / h) and returns the rescale factors of O (alpha_o) and l
 // (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen). `me`: the consumer.
+// Keys a row may see are those below key_limit (seqlen, or the causal limit of its query token);
+// `min_limit` is the m-tile's smallest, so tiles below it need no mask and the rows' limits are
+// only computed for the last tile or two.
 template <int kKind, int kRows>
 __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& sm, int me, float (&s)[kRows / 2],
-                                             const Lane& ln, int first_token, const int (&limit)[kRows / 4],
-                                             int min_limit, float scale_log2, float hi0, float hi1,
+                                             const Lane& ln, const DecodeParams& p, int seqlen, int m_tile,
+                                             int first_token, int min_limit, float scale_log2, float hi0, float hi1,
                                              RowState<kRows>& rs, float (&alpha)[kRows / 4],
                                              float (&alpha_o)[kRows / 4]) {
   constexpr int kN = kRows / 4;
-  if (first_token + kTileTokens > min_limit) {  // uniform: only the last tile or two
+  if (first_token + kTileTokens > min_limit) {  // uniform
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      s[score_of(i)] = first_token + ln.tok0 >= limit[i] ? -INFINITY : s[score_of(i)];
-      s[score_of(i) + 2] = first_token + ln.tok1 >= limit[i] ? -INFINITY : s[score_of(i) + 2];
+      const int limit = key_limit(p, seqlen, m_tile * kRows + row_of(i, ln.c));
+      s[score_of(i)] = first_token + ln.tok0 >= limit ? -INFINITY : s[score_of(i)];
+      s[score_of(i) + 2] = first_token + ln.tok1 >= limit ? -INFINITY : s[score_of(i) + 2];
     }
   }
   float mx[kN];
@@ -701,9 +705,6 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
     const float score_unscale = kKind == kKvDsMla ? 1.f : q_unscale;
     const float scale_log2 = p.scale_log2 * score_unscale;
 
-    int limit[kN];
-#pragma unroll
-    for (int i = 0; i < kN; ++i) limit[i] = key_limit(p, seg.seqlen, m_tile * kRows + row_of(i, ln.c));
     const int min_limit = key_limit(p, seg.seqlen, m_tile * kRows);
 
     float o[8][kRows / 2];
@@ -745,7 +746,8 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
 #pragma unroll
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
       float alpha[kN], alpha_o[kN];
-      softmax_step<kKind>(sm, me, s, ln, first_token, limit, min_limit, scale_log2, hi0, hi1, rs, alpha, alpha_o);
+      softmax_step<kKind>(sm, me, s, ln, p, seg.seqlen, m_tile, first_token, min_limit, scale_log2, hi0, hi1, rs,
+                          alpha, alpha_o);
       rescale<kRows>(o, alpha_o);
       issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, &sm.empty[stage], o);
     }
