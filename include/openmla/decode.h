@@ -46,6 +46,11 @@ struct DecodeOptions {
   // Testing hook: force a portable tile (index of detail::PortableTile, see docs/validation.md);
   // -1 = chosen from the device's shared memory and the row count.
   int portable_tile = -1;
+  // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
+  // picks the schedule. 16 or 32: the "narrow" kernel (FP8 caches, s_q * h_q <= that, ds_mla with a
+  // bf16 query); 64: the "wide" kernel; 0 = automatic (narrow for <= 16 rows, and for <= 32 rows at
+  // batch_size >= 64; wide otherwise). A schedule that cannot run the shape throws kInvalidArgument.
+  int sm90_rows_per_cta = 0;
 };
 
 // Arguments of one decode call (one layer). All tensors on the plan's CUDA device.
@@ -98,6 +103,7 @@ class DecodePlan {
   int num_parts_ = 0;
   int m_tiles_ = 0;
   int portable_tile_ = 0;
+  int sm90_rows_per_cta_ = 0;  // the sm90 schedule (kernels::sm90_decode_tile)
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
 };

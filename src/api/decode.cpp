@@ -95,6 +95,9 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
                      dtype_name(shape.q_dtype));
   }
   if (options.num_parts < 0) detail::fail_arg("options.num_parts", ">= 0 (0 = automatic)", options.num_parts);
+  if (options.sm90_rows_per_cta != 0 && options.sm90_rows_per_cta != 16 && options.sm90_rows_per_cta != 32 &&
+      options.sm90_rows_per_cta != 64)
+    detail::fail_arg("options.sm90_rows_per_cta", "0 (automatic), 16, 32 or 64", options.sm90_rows_per_cta);
 
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -123,10 +126,17 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   int tile_rows = 1;  // set by the backend below
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const kernels::Sm90Tile tile = kernels::sm90_decode_tile(shape.kv_format, is_bf16(shape.q_dtype), rows);
+    const kernels::Sm90Tile tile = kernels::sm90_decode_tile(shape.kv_format, is_bf16(shape.q_dtype), rows,
+                                                             shape.batch_size, options.sm90_rows_per_cta);
+    if (tile.rows_per_cta == 0)
+      detail::fail_arg("options.sm90_rows_per_cta",
+                       "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
+                       std::to_string(options.sm90_rows_per_cta) + " for " + std::to_string(rows) + " rows, " +
+                           kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
     tile_rows = tile.rows_per_cta;
     ctas_per_sm = tile.ctas_per_sm;
-    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), rows));
+    sm90_rows_per_cta_ = tile.rows_per_cta;
+    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), tile));
 #endif
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
@@ -209,7 +219,9 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, programmatic_launch_, stream));
+    const kernels::Sm90Tile tile = kernels::sm90_decode_tile(shape_.kv_format, bf16, rows, shape_.batch_size,
+                                                             sm90_rows_per_cta_);
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, tile, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

@@ -280,6 +280,75 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
+TEST(Decode, Sm90ScheduleForced) {
+  // Every sm90 schedule on the shapes it can run, whatever the batch size would choose: the narrow
+  // kernel with 16 and with 32 rows per CTA (two consumers and their merge), and the wide kernel on
+  // a 16-row shape. Edge lengths, FP8 caches (ds_mla with scales far apart). On other GPUs the
+  // option is ignored and the portable kernel runs the same cases.
+  struct Case {
+    KVFormat format;
+    DType q_dtype;
+    int q_len, num_heads, rows_per_cta;
+  };
+  const Case cases[] = {
+      {KVFormat::kFP8E4M3, DType::kBFloat16, 2, 16, 32}, {KVFormat::kFP8E4M3, DType::kFloat16, 1, 32, 32},
+      {KVFormat::kFP8E4M3, DType::kBFloat16, 4, 8, 32},  {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 8, 32},
+      {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 16, 32}, {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 32},
+      {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 16, 64}, {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 8, 16},
+  };
+  for (const Case& k : cases) {
+    DecodeCase c;
+    c.q_len = k.q_len;
+    c.num_heads = k.num_heads;
+    c.q_dtype = k.q_dtype;
+    c.kv_format = k.format;
+    c.causal = true;
+    c.kv_fp8_scale = 0.37f;
+    if (k.format == KVFormat::kFP8DsMla) {
+      c.latent_log2_spread = 12;
+      c.softmax_scale = std::ldexp(1.0f / 24.0f, -14);
+    }
+    const int lo = k.q_len > 1 ? k.q_len : 1;
+    c.seqlens = {0, lo, 17, 63, 64, 65, 200, 1000, 3000};
+    c.batch_size = static_cast<int>(c.seqlens.size());
+    c.seed = fresh_seed();
+    DecodeOptions opt;
+    opt.sm90_rows_per_cta = k.rows_per_cta;
+    SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(k.rows_per_cta));
+    expect_matches_reference(c, opt);
+    opt.num_parts = 7;  // few parts: long segments, both consumers in most of them
+    expect_matches_reference(c, opt);
+  }
+}
+
+TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
+  DecodeShape shape;
+  shape.batch_size = 2;
+  shape.q_len = 2;
+  shape.num_heads = 16;  // 32 rows
+  shape.kv_format = KVFormat::kFP8E4M3;
+  DecodeOptions opt;
+  opt.sm90_rows_per_cta = 48;
+  EXPECT_THROW(DecodePlan(shape, opt), Error);  // not a schedule, on any backend
+  opt.backend = Backend::kSm90;
+  opt.sm90_rows_per_cta = 16;  // 32 rows do not fit
+  int device = 0, major = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  OPENMLA_TEST_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major != 9) GTEST_SKIP() << "needs the sm90 backend";
+  try {
+    DecodePlan plan(shape, opt);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sm90_rows_per_cta"), std::string::npos) << e.what();
+  }
+  shape.kv_format = KVFormat::kBF16;  // 16-bit caches run the wide kernel only
+  opt.sm90_rows_per_cta = 32;
+  EXPECT_THROW(DecodePlan(shape, opt), Error);
+  opt.sm90_rows_per_cta = 64;
+  EXPECT_NO_THROW(DecodePlan(shape, opt));
+}
+
 TEST(Decode, LargeBatchRandomLengths) {
   DecodeCase c;
   c.batch_size = 128;

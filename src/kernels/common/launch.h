@@ -35,14 +35,15 @@ cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile t
 // planner's m-tile and CTAs per SM); prepare raises its dynamic shared-memory limit; launch
 // encodes the KV tensor maps and runs it.
 struct Sm90Tile {
-  int rows_per_cta;
+  int rows_per_cta;  // 0: the requested schedule cannot run the shape
   int ctas_per_sm;
   bool narrow;
 };
-Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows);
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, int rows);
-cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, bool programmatic,
-                               cudaStream_t stream);
+// requested_rows: 0 (automatic), 16 or 32 (narrow), 64 (wide); see DecodeOptions::sm90_rows_per_cta.
+Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows);
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const Sm90Tile& tile);
+cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, const Sm90Tile& tile,
+                               bool programmatic, cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.
 template <typename... KernelArgs, typename... Args>
