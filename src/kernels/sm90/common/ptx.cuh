@@ -113,6 +113,17 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Barrier kFirst + index (index 0 or 1, warp-uniform) with its id as an immediate in each branch:
+// compute-sanitizer's racecheck does not order accesses across barriers whose id is in a register.
+template <int kFirst>
+__device__ __forceinline__ void named_barrier_sync_of(int index, int threads) {
+  if (index == 0) {
+    asm volatile("bar.sync %0, %1;" ::"n"(kFirst), "r"(threads) : "memory");
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"n"(kFirst + 1), "r"(threads) : "memory");
+  }
+}
+
 // ---- registers ---------------------------------------------------------------------------------
 
 template <int kRegs>
