@@ -48,8 +48,9 @@ struct DecodeOptions {
   int portable_tile = -1;
   // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
   // picks the schedule. 16 or 32: the "narrow" kernel (FP8 caches, s_q * h_q <= that, ds_mla with a
-  // bf16 query); 64: the "wide" kernel; 0 = automatic (narrow for <= 16 rows, and for <= 32 rows at
-  // batch_size >= 64; wide otherwise). A schedule that cannot run the shape throws kInvalidArgument.
+  // bf16 query); 64: the "wide" kernel; 0 = automatic (narrow for <= 16 rows, wide otherwise; the
+  // 32-row narrow variant is opt-in, see docs/hopper-kernel.md). A schedule that cannot run the
+  // shape throws kInvalidArgument.
   int sm90_rows_per_cta = 0;
 };
 

@@ -280,23 +280,18 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
-TEST(Decode, Sm90ScheduleForced) {
-  // Every sm90 schedule on the shapes it can run, whatever the batch size would choose: the narrow
-  // kernel with 16 and with 32 rows per CTA (two consumers and their merge), and the wide kernel on
-  // a 16-row shape. Edge lengths, FP8 caches (ds_mla with scales far apart). On other GPUs the
-  // option is ignored and the portable kernel runs the same cases.
-  struct Case {
-    KVFormat format;
-    DType q_dtype;
-    int q_len, num_heads, rows_per_cta;
-  };
-  const Case cases[] = {
-      {KVFormat::kFP8E4M3, DType::kBFloat16, 2, 16, 32}, {KVFormat::kFP8E4M3, DType::kFloat16, 1, 32, 32},
-      {KVFormat::kFP8E4M3, DType::kBFloat16, 4, 8, 32},  {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 8, 32},
-      {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 16, 32}, {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 32},
-      {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 16, 64}, {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 8, 16},
-  };
-  for (const Case& k : cases) {
+// Every sm90 schedule on the shapes it can run: the narrow kernel with 16 rows per CTA, the wide
+// kernel on a 16-row shape, and the opt-in 32-row narrow variant (two consumers and their merge).
+// Edge lengths, FP8 caches (ds_mla with scales far apart), few parts (long segments) and the
+// automatic count. On other GPUs the option is ignored and the portable kernel runs the same cases.
+struct ScheduleCase {
+  KVFormat format;
+  DType q_dtype;
+  int q_len, num_heads, rows_per_cta;
+};
+
+void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
+  for (const ScheduleCase& k : cases) {
     DecodeCase c;
     c.q_len = k.q_len;
     c.num_heads = k.num_heads;
@@ -316,9 +311,25 @@ TEST(Decode, Sm90ScheduleForced) {
     opt.sm90_rows_per_cta = k.rows_per_cta;
     SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(k.rows_per_cta));
     expect_matches_reference(c, opt);
-    opt.num_parts = 7;  // few parts: long segments, both consumers in most of them
+    opt.num_parts = 7;  // few parts: long segments (and, at 32 rows, both consumers in most of them)
     expect_matches_reference(c, opt);
   }
+}
+
+TEST(Decode, Sm90ScheduleForced) {
+  expect_schedules_match_reference({{KVFormat::kFP8E4M3, DType::kBFloat16, 1, 16, 64},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 64},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 8, 16},
+                                    {KVFormat::kFP8E4M3, DType::kFloat16, 1, 8, 16}});
+}
+
+TEST(Decode, Sm90Narrow32RowsForced) {
+  expect_schedules_match_reference({{KVFormat::kFP8E4M3, DType::kBFloat16, 2, 16, 32},
+                                    {KVFormat::kFP8E4M3, DType::kFloat16, 1, 32, 32},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 4, 8, 32},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 8, 32},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 16, 32},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 32}});
 }
 
 TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {

@@ -69,7 +69,7 @@ struct alignas(1024) WideSharedStorage {
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
   uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
-  uint64_t empty[WideConfig::kStages];  // every consumer warp is done with the stage
+  uint64_t empty[WideConfig::kStages];  // every consumer thread is done with the stage
 };
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack

@@ -319,9 +319,10 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                     const int* page_ids, int num_pages, bool& bad_page) {
-  auto release = [&](uint32_t tile_it) {
-    if (lane == 0) mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]);
-  };
+  // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
+  // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
+  // barrier orders them as well, but racecheck does not follow that chain).
+  auto release = [&](uint32_t tile_it) { mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]); };
   for (int j = 0; j < tiles; ++j, ++it) {
     const int block = seg.block_begin + j;
     const int stage = it % Cfg::kStages;
@@ -444,7 +445,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantThreads);
       }
       mbarrier_init(&sm.raw[s][0], 1);
-      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 128);  // one arrival per consumer thread
     }
     fence_barrier_init();
   }

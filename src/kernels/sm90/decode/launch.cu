@@ -113,11 +113,11 @@ Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int batch_s
   const Sm90Tile wide{sm90::WideConfig::kRows, 1, false};
   switch (requested_rows) {
     case 0:
-      if (narrow_format && rows <= 16) return narrow16;
-      // The 32-row narrow kernel merges its two consumers per segment: measured slower than the wide
-      // kernel on small batches (b = 1, and b = 16 with short KV), 1.3-1.7x faster from b = 64.
-      if (narrow_format && rows <= 32 && batch_size >= 64) return narrow32;
-      return wide;
+      // The 32-row narrow kernel is opt-in (requested_rows = 32): 1.3-1.7x faster than the wide
+      // kernel from b = 64 but slower on small batches, and compute-sanitizer's racecheck reports
+      // hazards in its per-segment merge that are not resolved yet (docs/hopper-kernel.md).
+      (void)batch_size;
+      return narrow_format && rows <= 16 ? narrow16 : wide;
     case 16: return narrow_format && rows <= 16 ? narrow16 : Sm90Tile{0, 0, false};
     case 32: return narrow_format && rows <= 32 ? narrow32 : Sm90Tile{0, 0, false};
     case 64: return wide;
