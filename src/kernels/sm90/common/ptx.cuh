@@ -109,21 +109,8 @@ __device__ __forceinline__ void fence_proxy_async() {
 }
 
 // Named barriers (id 0 is __syncthreads): waits until `threads` threads have arrived at barrier id.
-// Not `.aligned` (bar.sync is barrier.sync.aligned): the warps of different roles reach a barrier
-// through different code paths, and an aligned barrier requires them all to execute the same
-// instruction.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Barrier kFirst + index (index 0 or 1, warp-uniform) with its id as an immediate in each branch.
-template <int kFirst>
-__device__ __forceinline__ void named_barrier_sync_of(int index, int threads) {
-  if (index == 0) {
-    asm volatile("barrier.sync %0, %1;" ::"n"(kFirst), "r"(threads) : "memory");
-  } else {
-    asm volatile("barrier.sync %0, %1;" ::"n"(kFirst + 1), "r"(threads) : "memory");
-  }
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- registers ---------------------------------------------------------------------------------

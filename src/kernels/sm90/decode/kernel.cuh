@@ -303,7 +303,7 @@ __device__ __forceinline__ void zero_tail_if_last(WideSharedStorage& sm, const T
   wait_v_half(sm, stage, me, parity);
   zero_v_tail(sm, stage, me, mask.seqlen - first_token, t);
   fence_proxy_async();
-  named_barrier_sync_of<kBarConsumer0>(me, 128);
+  named_barrier_sync(kBarConsumer0 + me, 128);
 }
 
 

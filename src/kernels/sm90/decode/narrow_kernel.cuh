@@ -454,7 +454,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     for (int i = 0; i < kN; ++i) sm.red[me][ln.warp][row_of(i, ln.c)] = mx[i];
     if (kKind == kKvDsMla && ln.c == 0) sm.red_hi[me][ln.warp] = hmax;
   }
-  named_barrier_sync_of<kBarWarpgroup0>(me, 128);
+  named_barrier_sync(kBarWarpgroup0 + me, 128);
   float h_ratio = 1.f, f0 = 1.f, f1 = 1.f;  // O's rescale for a new h; P's factors hi_t / h
   if constexpr (kKind == kKvDsMla) {
     const float h_new = fmaxf(rs.h, fmaxf(fmaxf(sm.red_hi[me][0], sm.red_hi[me][1]),
@@ -487,7 +487,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     }
   }
   fence_proxy_async();  // P^T is read by wgmma
-  named_barrier_sync_of<kBarWarpgroup0>(me, 128);
+  named_barrier_sync(kBarWarpgroup0 + me, 128);
 }
 
 // O^T columns (query rows) times per-row factors: rows i of the thread, both of its dims per m-block.
@@ -767,7 +767,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
 #pragma unroll
       for (int i = 0; i < kN; ++i) sm.red[me][ln.warp][row_of(i, ln.c)] = l[i];
     }
-    named_barrier_sync_of<kBarWarpgroup0>(me, 128);
+    named_barrier_sync(kBarWarpgroup0 + me, 128);
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int n = row_of(i, ln.c);
