@@ -1,19 +1,21 @@
-// sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, <= 16 query rows.
+// sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, kRows = 16 query
+// rows per CTA (or 32, opt-in: two consumer warpgroups on alternate tiles, merged once per segment).
 //
-// CTA (m_tile, part), 5 warps:
-//   producer  (warp 4): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
-//             to be free and copies the page (TMA, one barrier per stage; NarrowPage). A bad id
+// CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
+//   producer  (the warp after the consumers): per KV tile, lane 0 reads and range-checks the page
+//             id, waits for the stage to be free and copies the page (TMA, one barrier per stage;
+//             NarrowPage). A bad id
 //             is never a coordinate: the barrier completes without data and the consumers poison the
 //             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
 //             its scales (finish_page), then releases it to the consumers (`ready`).
-//   consumers (warps 0-3, one warpgroup), per tile:
-//     S^T[64 tokens x 16 rows] = K Q^T: 36 wgmma m64n16k16, K from registers (each thread converts
-//       its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the fp16 part of the
+//   consumers (warps 0-3, one warpgroup; 32 rows: two), per tile:
+//     S^T[64 tokens x kRows] = K Q^T: 36 wgmma m64nNk16 (N = kRows), K from registers (each thread
+//       converts its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the fp16 part of the
 //       tile scale, the power-of-two part applied to the fp32 scores; its bf16 rope straight from
 //       shared memory in bf16 wgmmas), Q^T from shared memory;
 //     the online-softmax step over the 64 tokens (rows are columns here: a max across the four
 //       warps goes through shared memory), P^T to shared memory;
-//     O^T[512 x 16] += V^T P^T: 4 k-steps x 8 m-blocks of m64n16k16, V^T from registers (a thread
+//     O^T[512 x kRows] += V^T P^T: 4 k-steps x 8 m-blocks of m64nNk16, V^T from registers (a thread
 //       owns 16 consecutive dims and reads them for 4 tokens per k-step with one 16-B load each).
 // The order of the 16 values of a QK k-step is free as long as both operands agree: a thread's
 // fragment takes 4 consecutive dims, so that its loads are whole 16-B chunks, and Q^T is stored in
