@@ -4,15 +4,14 @@
 // CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
 //   producer  (the warp after the consumers): per KV tile, lane 0 reads and range-checks the page
 //             id, waits for the stage to be free and copies the page (TMA, one barrier per stage;
-//             NarrowPage). A bad id
-//             is never a coordinate: the barrier completes without data and the consumers poison the
-//             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
-//             its scales (finish_page), then releases it to the consumers (`ready`).
+//             NarrowPage). A bad id is never a coordinate: the barrier completes without data and
+//             the consumers poison the segment. Once a page landed the warp zeroes its rows past
+//             seqlen and (ds_mla) factors its scales (finish_page), then releases it (`ready`).
 //   consumers (warps 0-3, one warpgroup; 32 rows: two), per tile:
-//     S^T[64 tokens x kRows] = K Q^T: 36 wgmma m64nNk16 (N = kRows), K from registers (each thread
-//       converts its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the fp16 part of the
-//       tile scale, the power-of-two part applied to the fp32 scores; its bf16 rope straight from
-//       shared memory in bf16 wgmmas), Q^T from shared memory;
+//     S^T[64 tokens x kRows] = K Q^T: 36 wgmma m64nNk16 (N = kRows), K from registers (each
+//       thread converts its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the
+//       fp16 part of the tile scale, the power-of-two part applied to the fp32 scores; its bf16
+//       rope straight from shared memory in bf16 wgmmas), Q^T from shared memory;
 //     the online-softmax step over the 64 tokens (rows are columns here: a max across the four
 //       warps goes through shared memory), P^T to shared memory;
 //     O^T[512 x kRows] += V^T P^T: 4 k-steps x 8 m-blocks of m64nNk16, V^T from registers (a thread
