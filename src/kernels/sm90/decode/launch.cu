@@ -105,7 +105,7 @@ cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps
 
 namespace openmla::kernels {
 
-Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows) {
+Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int requested_rows) {
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as is.
   const bool narrow_format = kv_kind(format) == kKvE4M3 || (kv_kind(format) == kKvDsMla && q_is_bf16);
   const Sm90Tile narrow16{16, sm90::NarrowConfig<16>::kCtasPerSm, true};
@@ -116,7 +116,6 @@ Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int batch_s
       // The 32-row narrow kernel is opt-in (requested_rows = 32): 1.3-1.7x faster than the wide
       // kernel from b = 64 but slower on small batches, and compute-sanitizer's racecheck reports
       // hazards in its per-segment merge that are not resolved yet (docs/hopper-kernel.md).
-      (void)batch_size;
       return narrow_format && rows <= 16 ? narrow16 : wide;
     case 16: return narrow_format && rows <= 16 ? narrow16 : Sm90Tile{0, 0, false};
     case 32: return narrow_format && rows <= 32 ? narrow32 : Sm90Tile{0, 0, false};
