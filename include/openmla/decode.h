@@ -104,7 +104,7 @@ class DecodePlan {
   int num_parts_ = 0;
   int m_tiles_ = 0;
   int portable_tile_ = 0;
-  int sm90_rows_per_cta_ = 0;  // the sm90 schedule (kernels::sm90_decode_tile)
+  int sm90_rows_per_cta_ = 0;  // the sm90 schedule (detail::choose_sm90_schedule)
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
 };

@@ -126,8 +126,8 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   int tile_rows = 1;  // set by the backend below
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const kernels::Sm90Tile tile =
-        kernels::sm90_decode_tile(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta);
+    const detail::Sm90Schedule tile =
+        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta);
     if (tile.rows_per_cta == 0)
       detail::fail_arg("options.sm90_rows_per_cta",
                        "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
@@ -219,7 +219,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const kernels::Sm90Tile tile = kernels::sm90_decode_tile(shape_.kv_format, bf16, rows, sm90_rows_per_cta_);
+    const detail::Sm90Schedule tile = detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_);
     OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, tile, programmatic_launch_, stream));
 #endif
   } else {

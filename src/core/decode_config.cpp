@@ -77,6 +77,22 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 
+Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows) noexcept {
+  // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
+  const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
+  switch (requested_rows) {
+    case 0:
+      // The 32-row narrow kernel is opt-in: 1.3-1.7x faster than the wide kernel from b = 64 but
+      // slower on small batches, and compute-sanitizer's racecheck reports hazards in its
+      // per-segment merge that are not resolved yet (docs/hopper-kernel.md).
+      return narrow_format && rows <= 16 ? kSm90Narrow16 : kSm90Wide;
+    case 16: return narrow_format && rows <= 16 ? kSm90Narrow16 : Sm90Schedule{};
+    case 32: return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
+    case 64: return kSm90Wide;
+    default: return Sm90Schedule{};
+  }
+}
+
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept {
   const int slots = std::max(1, num_sms) * std::max(1, ctas_per_sm);
   return std::max(1, slots / std::max(1, m_tiles));

@@ -47,6 +47,34 @@ TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
   }
 }
 
+TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
+  const auto is = [](const Sm90Schedule& s, const Sm90Schedule& want) {
+    return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow;
+  };
+  // Automatic: narrow for <= 16 rows of e4m3 (either query) or ds_mla with a bf16 query, else wide.
+  for (int rows : {8, 16}) {
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 0), kSm90Wide));
+  }
+  for (int rows : {17, 32, 64, 2048})  // the 32-row variant is never automatic
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
+  // Requested: what the shape allows, or rows_per_cta 0.
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 32, 32), kSm90Narrow32));
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, 8, 32), kSm90Narrow32));
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 33, 32).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 17, 16).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8DsMla, false, 16, 16).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kBF16, true, 16, 16).rows_per_cta, 0);
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 64), kSm90Wide));
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 2048, 64), kSm90Wide));
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 48).rows_per_cta, 0);
+}
+
 TEST(DecodeConfig, PartsFillTheSmsAcrossQueryTiles) {
   EXPECT_EQ(choose_num_parts(132, 1, 1), 132);
   EXPECT_EQ(choose_num_parts(132, 1, 4), 33);

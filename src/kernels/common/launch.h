@@ -29,21 +29,12 @@ cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat form
 cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format,
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
-// The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format). The "wide" kernel takes
-// 64 query rows per CTA, one CTA per SM; the "narrow" kernel (per-tensor e4m3 caches, or ds_mla
-// with a bf16 query) 16 rows per CTA and two CTAs per SM, or (opt-in) 32 rows and one.
-// sm90_decode_tile says which a shape runs (the planner's m-tile and CTAs per SM); prepare raises
-// its dynamic shared-memory limit; launch encodes the KV tensor maps and runs it.
-struct Sm90Tile {
-  int rows_per_cta;  // 0: the requested schedule cannot run the shape
-  int ctas_per_sm;
-  bool narrow;
-};
-// requested_rows: 0 (automatic), 16 or 32 (narrow), 64 (wide); see DecodeOptions::sm90_rows_per_cta.
-Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int requested_rows);
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const Sm90Tile& tile);
-cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, const Sm90Tile& tile,
-                               bool programmatic, cudaStream_t stream);
+// The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format), for the schedule that
+// detail::choose_sm90_schedule picked: prepare raises its dynamic shared-memory limit; launch encodes
+// the KV tensor maps and runs it.
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& schedule);
+cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
+                               const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.
 template <typename... KernelArgs, typename... Args>

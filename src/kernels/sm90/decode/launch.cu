@@ -105,24 +105,12 @@ cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps
 
 namespace openmla::kernels {
 
-Sm90Tile sm90_decode_tile(KVFormat format, bool q_is_bf16, int rows, int requested_rows) {
-  // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as is.
-  const bool narrow_format = kv_kind(format) == kKvE4M3 || (kv_kind(format) == kKvDsMla && q_is_bf16);
-  const Sm90Tile narrow16{16, sm90::NarrowConfig<16>::kCtasPerSm, true};
-  const Sm90Tile narrow32{32, sm90::NarrowConfig<32>::kCtasPerSm, true};
-  const Sm90Tile wide{sm90::WideConfig::kRows, 1, false};
-  switch (requested_rows) {
-    case 0:
-      // The 32-row narrow kernel is opt-in (requested_rows = 32): 1.3-1.7x faster than the wide
-      // kernel from b = 64 but slower on small batches, and compute-sanitizer's racecheck reports
-      // hazards in its per-segment merge that are not resolved yet (docs/hopper-kernel.md).
-      return narrow_format && rows <= 16 ? narrow16 : wide;
-    case 16: return narrow_format && rows <= 16 ? narrow16 : Sm90Tile{0, 0, false};
-    case 32: return narrow_format && rows <= 32 ? narrow32 : Sm90Tile{0, 0, false};
-    case 64: return wide;
-    default: return Sm90Tile{0, 0, false};
-  }
-}
+// The schedules' constants (core/decode_config.h, tested on the CPU) are the kernels' own.
+static_assert(detail::kSm90Wide.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90Wide.ctas_per_sm == 1);
+static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16>::kRows &&
+              detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16>::kCtasPerSm);
+static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
+              detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm);
 
 namespace {
 
@@ -134,7 +122,7 @@ cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
 
 }  // namespace
 
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const Sm90Tile& tile) {
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& tile) {
   if (tile.rows_per_cta == 0) return cudaErrorInvalidValue;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
@@ -149,8 +137,8 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const Sm90Tile&
   });
 }
 
-cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16, const Sm90Tile& tile,
-                               bool programmatic, cudaStream_t stream) {
+cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
+                               const detail::Sm90Schedule& tile, bool programmatic, cudaStream_t stream) {
   if (tile.rows_per_cta == 0) return cudaErrorInvalidValue;
   alignas(64) sm90::KvMaps maps;
   const cudaError_t e =
