@@ -126,17 +126,17 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   int tile_rows = 1;  // set by the backend below
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const detail::Sm90Schedule tile =
+    const detail::Sm90Schedule schedule =
         detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta);
-    if (tile.rows_per_cta == 0)
+    if (schedule.rows_per_cta == 0)
       detail::fail_arg("options.sm90_rows_per_cta",
                        "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
                        std::to_string(options.sm90_rows_per_cta) + " for " + std::to_string(rows) + " rows, " +
                            kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
-    tile_rows = tile.rows_per_cta;
-    ctas_per_sm = tile.ctas_per_sm;
-    sm90_rows_per_cta_ = tile.rows_per_cta;
-    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), tile));
+    tile_rows = schedule.rows_per_cta;
+    ctas_per_sm = schedule.ctas_per_sm;
+    sm90_rows_per_cta_ = schedule.rows_per_cta;
+    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), schedule));
 #endif
   } else {
     const detail::PortableTile tile = choose_tile(shape, options, prop);
@@ -219,8 +219,9 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   const bool bf16 = is_bf16(shape_.q_dtype);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const detail::Sm90Schedule tile = detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_);
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, tile, programmatic_launch_, stream));
+    const detail::Sm90Schedule schedule =
+        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_);
+    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, schedule, programmatic_launch_, stream));
 #endif
   } else {
     OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),

@@ -13,6 +13,18 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 2^x with the MUFU instruction alone: exp2f adds a range test and a rescale for results below
+// 2^-126, which the softmax flushes to zero just as well (they are < 1e-38 of the row's largest).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// exp2 base for a softmax row: a row with no unmasked key yet keeps max -inf; use 0 so that
+// exp2(-inf - base) = 0 instead of NaN.
+__device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
+
 // 16-byte global -> shared copy; bytes beyond src_bytes (0 or 16) are zero-filled, so a masked
 // token costs no global read and lands as zeros.
 __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {

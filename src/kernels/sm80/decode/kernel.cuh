@@ -289,9 +289,6 @@ __device__ __forceinline__ float tile_row_max(const Smem& sm, int cur, int row) 
   return m;
 }
 
-// exp2 base for a row: a row with no unmasked key yet keeps max -inf; use 0 so that
-// exp2(-inf - base) = 0 instead of NaN.
-__device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
 template <class Cfg, typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const DecodeParams p) {

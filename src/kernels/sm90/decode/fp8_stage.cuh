@@ -241,7 +241,7 @@ __device__ __forceinline__ void expand_group(uint8_t* stage, int first, const Ex
       *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
       *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
     } else {
-      const uint32_t base = smem_u32(out);
+      const uint32_t base = smem_addr(out);
       expand_chunk_exact<T>(raw[g][0], scale[g][0], base + tasks.out_lo, base + tasks.out_hi);
       expand_chunk_exact<T>(raw[g][1], scale[g][1], base + tasks.out_lo + ExpandTasks::kSecondOut,
                             base + tasks.out_hi + ExpandTasks::kSecondOut);

@@ -31,6 +31,7 @@
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/fp16_query.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
@@ -45,25 +46,23 @@ using Cfg = WideConfig;
 
 // Q (A of S = Q K^T) for k-step ks of 36: box ks / 4, 32 B per k-step inside the 128-B row.
 __device__ __forceinline__ uint64_t q_desc(const WideSharedStorage& sm, int ks) {
-  return sw128_desc(smem_u32(sm.q) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+  return sw128_desc(smem_addr(sm.q) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
 }
 // K (B of S, K-major: tokens are N) of a stage, same stepping as Q.
 __device__ __forceinline__ uint64_t k_desc(const WideSharedStorage& sm, int stage, int ks) {
-  return sw128_desc(smem_u32(sm.kv[stage]) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+  return sw128_desc(smem_addr(sm.kv[stage]) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
 }
 // V half (B of O += P V, MN-major: the tile's rows are K = tokens, its dims N). k-step kk covers
 // tokens 16 kk..+16 (2 atoms of 8 rows); the 4 boxes of the half are the 64-column blocks.
 __device__ __forceinline__ uint64_t v_desc(const WideSharedStorage& sm, int stage, int half, int kk) {
-  return sw128_desc(smem_u32(sm.kv[stage]) + half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128,
+  return sw128_desc(smem_addr(sm.kv[stage]) + half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128,
                     Cfg::kBoxBytes, 1024);
 }
 // P (A of O += P V, K-major: 64 rows x 64 tokens, one 128-B row per query row).
 __device__ __forceinline__ uint64_t p_desc(const WideSharedStorage& sm, int kk) {
-  return sw128_desc(smem_u32(sm.p) + kk * 32, 16, 1024);
+  return sw128_desc(smem_addr(sm.p) + kk * 32, 16, 1024);
 }
 
-// Byte offset of 16-B chunk `chunk` (0..7) of row `row` in a 128-B swizzled box.
-__device__ __forceinline__ int sw128_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 // ---- tile steps ------------------------------------------------------------------------------
 
@@ -90,10 +89,8 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
 template <typename T, int kKind>
 using MathType = std::conditional_t<kKind == kKvE4M3, __half, T>;
 
-// A bf16 Q tile (as load_q wrote it) -> fp16 in place, times 2^-shift where shift >= 0 is the
-// smallest that brings the tile's largest |q| below 2^15 (0 unless |q| >= 32768): exact for the
-// normal range, and the scores are scaled back by 2^shift in the softmax. Returns the shift.
-// 256 consumer threads; uses row_sum as scratch (free between segments).
+// A bf16 Q tile (as load_q wrote it) -> fp16 in place, times 2^-shift (common/fp16_query.cuh);
+// returns the shift. 256 consumer threads; uses row_sum as scratch (free between segments).
 __device__ __forceinline__ int q_to_fp16_in_place(WideSharedStorage& sm, int tid) {
   constexpr int kChunks = Cfg::kTileBytes / 16;
   float amax = 0.f;
@@ -101,10 +98,7 @@ __device__ __forceinline__ int q_to_fp16_in_place(WideSharedStorage& sm, int tid
     const uint4 v = *reinterpret_cast<const uint4*>(sm.q + i * 16);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      amax = fmaxf(amax, fabsf(__uint_as_float(w[j] << 16)));
-      amax = fmaxf(amax, fabsf(__uint_as_float(w[j] & 0xFFFF0000u)));
-    }
+    for (int j = 0; j < 4; ++j) amax = fmaxf(amax, bf16x2_abs_max(w[j]));
   }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -113,16 +107,14 @@ __device__ __forceinline__ int q_to_fp16_in_place(WideSharedStorage& sm, int tid
   amax = 0.f;
 #pragma unroll
   for (int w = 0; w < 8; ++w) amax = fmaxf(amax, sm.row_sum[0][w]);
-  // NaN or inf: no shift helps; they propagate as they would in bf16.
-  const int exponent = isfinite(amax) ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 0;
-  const int shift = exponent > 14 ? exponent - 14 : 0;
+  const int shift = fp16_query_shift(amax);
   const float scale = exp2f(static_cast<float>(-shift));
   for (int i = tid; i < kChunks; i += 256) {
     uint4 v = *reinterpret_cast<const uint4*>(sm.q + i * 16);
     uint32_t* w = reinterpret_cast<uint32_t*>(&v);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      w[j] = pack2<__half>(__uint_as_float(w[j] << 16) * scale, __uint_as_float(w[j] & 0xFFFF0000u) * scale);
+      w[j] = bf16x2_to_f16x2(w[j], scale);
     *reinterpret_cast<uint4*>(sm.q + i * 16) = v;
   }
   return shift;
@@ -202,17 +194,6 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
   }
 }
 
-// 2^x with the MUFU instruction alone: exp2f adds a range test and a rescale for results below
-// 2^-126, which the softmax flushes to zero just as well (they are < 1e-38 of the row's largest).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// exp2 base for a row: a row with no unmasked key yet keeps max -inf; use 0 so that
-// exp2(-inf - base) = 0 instead of NaN.
-__device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
 // ---- the softmax step and the two schedules -----------------------------------------------------
 
@@ -430,10 +411,10 @@ template <typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   extern __shared__ uint8_t smem_raw[];
-  // Aligned by pointer arithmetic on the shared array (not through an integer), so that the
-  // compiler keeps the address space: shared-memory loads and stores (LDS/STS), not generic ones.
+  // Aligned by pointer arithmetic on the shared array itself (through a helper's pointer parameter
+  // or an integer the compiler emits other code): shared-memory loads and stores, not generic ones.
   WideSharedStorage& sm =
-      *reinterpret_cast<WideSharedStorage*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+      *reinterpret_cast<WideSharedStorage*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   // Broadcast from lane 0 so that the compiler knows the role is uniform across the warp: wgmma
   // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);

@@ -114,6 +114,12 @@ static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRow
 
 namespace {
 
+// The (query type, cache kind) pairs the narrow kernel is instantiated for (choose_sm90_schedule
+// picks it for no other).
+template <typename T, int kKind>
+inline constexpr bool kNarrowInstantiated =
+    kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>);
+
 // Calls fn(integral_constant<int, rows>) for the narrow kernel's row counts.
 template <class Fn>
 cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
@@ -122,14 +128,14 @@ cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
 
 }  // namespace
 
-cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& tile) {
-  if (tile.rows_per_cta == 0) return cudaErrorInvalidValue;
+cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& schedule) {
+  if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (tile.narrow)
-        return with_narrow_rows(tile.rows_per_cta, [](auto r) {
+    if constexpr (kNarrowInstantiated<T, kKind>) {
+      if (schedule.narrow)
+        return with_narrow_rows(schedule.rows_per_cta, [](auto r) {
           return sm90::prepare_narrow_decode_kernel<T, kKind, decltype(r)::value>();
         });
     }
@@ -138,18 +144,18 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::S
 }
 
 cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
-                               const detail::Sm90Schedule& tile, bool programmatic, cudaStream_t stream) {
-  if (tile.rows_per_cta == 0) return cudaErrorInvalidValue;
+                               const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream) {
+  if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
   alignas(64) sm90::KvMaps maps;
   const cudaError_t e =
-      tile.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
+      schedule.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
   if (e != cudaSuccess) return e;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    if constexpr (kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>)) {
-      if (tile.narrow)
-        return with_narrow_rows(tile.rows_per_cta, [&](auto r) {
+    if constexpr (kNarrowInstantiated<T, kKind>) {
+      if (schedule.narrow)
+        return with_narrow_rows(schedule.rows_per_cta, [&](auto r) {
           return sm90::run_narrow_decode<T, kKind, decltype(r)::value>(p, maps, programmatic, stream);
         });
     }

@@ -18,6 +18,10 @@
 
 namespace openmla::kernels::sm90 {
 
+// A consumer thread (warp w of its warpgroup, lane group g) owns 16 consecutive latent dims of O
+// (and reads them from V): 4 warps x 8 groups x 16 = 512, whatever the row count.
+inline constexpr int kNarrowDimsPerThread = kHeadDimV / (4 * 8);
+
 // kRowsT query rows per CTA: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
 // warpgroups taking alternate tiles of a 4-stage ring, one CTA per SM; they merge their softmax states
 // once per segment).
@@ -40,9 +44,7 @@ struct NarrowConfig {
   static constexpr int kRowsPerThread = kRows / 4;  // query rows (S^T / O^T columns) a thread holds
   static constexpr int kQBoxBytes = kRows * 128;    // Q^T: kRows rows x 64 dims x 2 B per box, SW128
   static constexpr int kQBoxes = kHeadDimQK / 64;   // 9
-  // Consumer thread (warp w, lane group g) owns these 16 consecutive latent dims of O (and reads
-  // them from V): 32 groups x 16 = 512.
-  static constexpr int kDimsPerThread = kHeadDimV / (kConsumerWarps * 8);
+  static constexpr int kDimsPerThread = kNarrowDimsPerThread;
 };
 
 // Where a page lands in its stage. 128-bit shared loads are served a quarter-warp (8 lanes: two
@@ -97,7 +99,7 @@ struct alignas(1024) NarrowSharedStorage {
   float q_amax[Cfg::kConsumers * Cfg::kConsumerWarps];     // per-warp max |q|
   float merge[3][kRows];                                   // consumer 1's m, l, h at a segment's end
   int merge_bad;                                           // consumer 1 saw a bad page id
-  NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];
+  NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];  // per stage (ds_mla; one unused otherwise)
   uint64_t full[Cfg::kStages];    // the page landed (or was skipped)
   uint64_t ready[Cfg::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[Cfg::kStages];   // every thread of its consumer is done reading it

@@ -18,7 +18,7 @@
 //       owns 16 consecutive dims and reads them for 4 tokens per k-step with one 16-B load each).
 // The order of the 16 values of a QK k-step is free as long as both operands agree: a thread's
 // fragment takes 4 consecutive dims, so that its loads are whole 16-B chunks, and Q^T is stored in
-// the matching order (qk_physical_dim below). PV reads four tokens per thread in their natural
+// the matching order (qk_chunk_dim below). PV reads four tokens per thread in their natural
 // order. Each layout keeps a quarter-warp's 16-B loads in distinct bank groups (narrow_config.h).
 #pragma once
 
@@ -32,6 +32,7 @@
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/fp16_query.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
@@ -101,21 +102,14 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 // QK's k order. A fragment thread (quad lane c) holds positions {2c, 2c+1, 2c+8, 2c+9} of a 16-dim
 // k-step; it takes them from physical dims 4 s + {0, 1, 2, 3} of one 16-dim chunk of its own, so
-// that one 16-B load of an e4m3 row covers four k-steps (s = 0..3) of a 64-dim block kb. The chunk
-// of lane c in block kb < 8 is 2c + kb % 2 of the 128-dim group kb / 2 (the 16-B chunk index that
-// keeps a quarter-warp's loads in distinct bank groups); the rope block (kb = 8) takes chunk c.
+// that one 16-B load of an e4m3 row covers four k-steps (s = 0..3) of a 64-dim block kb: position
+// p of k-step s in block kb is dim qk_chunk_dim(kb, (p % 8) / 2) + 4 s + p % 2 + 2 (p / 8). The
+// chunk of lane c in block kb < 8 is 2c + kb % 2 of the 128-dim group kb / 2 (the 16-B chunk index
+// that keeps a quarter-warp's loads in distinct bank groups); the rope block (kb = 8) takes chunk c.
 __host__ __device__ constexpr int qk_chunk_dim(int kb, int c) {
   return kb < 8 ? (kb / 2) * 128 + (2 * c + kb % 2) * 16 : kHeadDimV + c * 16;
 }
-__host__ __device__ constexpr int qk_physical_dim(int kb, int step, int position) {
-  const int c = (position % 8) / 2, e = (position % 2) + 2 * (position / 8);
-  return qk_chunk_dim(kb, c) + 4 * step + e;
-}
 
-// Byte offset of 16-B chunk `chunk` of row `row` in a 128-B swizzled box.
-__device__ __forceinline__ uint32_t sw128(int row, int chunk) {
-  return row * 128 + ((chunk ^ (row & 7)) << 4);
-}
 
 // Q^T (B of S^T, K-major: kRows rows x 64 dims per box) and P^T (B of O^T, K-major: kRows rows x 64
 // tokens) descriptors: the k-step's is the first one plus a constant (the address field counts 16 B).
@@ -130,11 +124,10 @@ struct Descriptors {
 
 // ---- Q -----------------------------------------------------------------------------------------
 
-// Q rows of this m-tile into Q^T, every 64-dim box's k-steps in qk_physical_dim order; rows past s_q * h_q
-// are zero. The dims multiplied with e4m3 values are stored in fp16: a bf16 query is scaled by
-// 2^-shift (shift >= 0 the smallest that brings their max |q| below 2^15; 0 unless |q| >= 32768) and
-// the shift returned. ds_mla's rope dims (box 8) stay bf16, as its cache stores them. All consumer
-// threads (8 per row).
+// Q rows of this m-tile into Q^T, every 64-dim box's k-steps in QK's k order (qk_chunk_dim); rows past
+// s_q * h_q are zero. The dims multiplied with e4m3 values are stored in fp16 (a bf16 query times
+// 2^-shift, common/fp16_query.cuh; the shift is returned); ds_mla's rope dims (box 8) stay bf16, as
+// its cache stores them. All consumer threads (8 per row).
 template <typename T, int kKind, int kRows>
 __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile, NarrowSharedStorage<kKind, kRows>& sm,
                                       int t) {
@@ -157,14 +150,12 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
   }
 #pragma unroll
   for (int box = 0; box < Cfg::kQBoxes; ++box) {
-    // Positions 8 half + 2j, +1 of k-step `step` (stored as pair j of this chunk): qk_physical_dim.
+    // Positions 8 half + 2j, +1 of k-step `step` (stored as pair j of this chunk), per qk_chunk_dim.
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[box][j] = src ? src[qk_chunk_dim(box, j) / 2] : 0u;
     if (kConvert && box < kFp16Boxes) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        amax = fmaxf(amax,
-                     fmaxf(fabsf(__uint_as_float(v[box][j] << 16)), fabsf(__uint_as_float(v[box][j] & 0xFFFF0000u))));
+      for (int j = 0; j < 4; ++j) amax = fmaxf(amax, bf16x2_abs_max(v[box][j]));
     }
   }
   int shift = 0;
@@ -176,20 +167,17 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
     amax = 0.f;
 #pragma unroll
     for (int w = 0; w < Cfg::kConsumers * Cfg::kConsumerWarps; ++w) amax = fmaxf(amax, sm.q_amax[w]);
-    // NaN or inf: no shift helps; they propagate as they would in bf16.
-    const int exponent = isfinite(amax) ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 0;
-    shift = exponent > 14 ? exponent - 14 : 0;
+    shift = fp16_query_shift(amax);
     const float scale = exp2f(static_cast<float>(-shift));
 #pragma unroll
     for (int box = 0; box < kFp16Boxes; ++box)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        v[box][j] = pack2<__half>(__uint_as_float(v[box][j] << 16) * scale,
-                                  __uint_as_float(v[box][j] & 0xFFFF0000u) * scale);
+        v[box][j] = bf16x2_to_f16x2(v[box][j], scale);
   }
 #pragma unroll
   for (int box = 0; box < Cfg::kQBoxes; ++box)
-    st_shared_v4(smem_u32(sm.q) + box * Cfg::kQBoxBytes + sw128(r, chunk),
+    st_shared_v4(smem_addr(sm.q) + box * Cfg::kQBoxBytes + sw128_offset(r, chunk),
                  make_uint4(v[box][0], v[box][1], v[box][2], v[box][3]));
   return shift;
 }
@@ -208,7 +196,7 @@ template <int kKind>
 __device__ __forceinline__ uint32_t qk_chunk_addr(uint32_t stage_base, int kb, int tok, int c) {
   using Page = NarrowPage<kKind>;
   if constexpr (Page::kSwizzled) {
-    if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128(tok, 2 * c + kb % 2);
+    if (kb < 8) return stage_base + (kb / 2) * Page::kLatentBoxBytes + sw128_offset(tok, 2 * c + kb % 2);
     return stage_base + Page::kRopeOffset + tok * Page::kRopeRowBytes + c * 16;
   } else {
     return stage_base + tok * Page::kRowBytes + qk_chunk_dim(kb, c);
@@ -220,9 +208,9 @@ template <int kKind>
 __device__ __forceinline__ uint32_t pv_chunk_addr(uint32_t stage_base, int tok, const int warp, int g) {
   using Page = NarrowPage<kKind>;
   if constexpr (Page::kSwizzled) {
-    return stage_base + warp * Page::kLatentBoxBytes + sw128(tok, g);
+    return stage_base + warp * Page::kLatentBoxBytes + sw128_offset(tok, g);
   } else {
-    return stage_base + tok * Page::kRowBytes + (warp * 8 + g) * NarrowConfig<16>::kDimsPerThread;
+    return stage_base + tok * Page::kRowBytes + (warp * 8 + g) * kNarrowDimsPerThread;
   }
 }
 
@@ -388,12 +376,6 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
 
 // ---- softmax -----------------------------------------------------------------------------------
 
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // The thread's query rows (columns of S^T / O^T): n8 * 8 + 2c + e, index i = 2 n8 + e, and the
 // position of row i's token-0 score in S^T (token 1's is 2 further).
 __device__ __forceinline__ int row_of(int i, int c) { return (i / 2) * 8 + 2 * c + (i % 2); }
@@ -465,7 +447,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     f0 = hi0 / h_new;
     f1 = hi1 / h_new;
   }
-  const uint32_t p_base = smem_u32(sm.p[me]);
+  const uint32_t p_base = smem_addr(sm.p[me]);
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     const int n = row_of(i, ln.c);
@@ -473,8 +455,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     m_new = fmaxf(m_new, rs.m[i]);
     alpha[i] = m_new == -INFINITY ? 1.f : exp2f((rs.m[i] - m_new) * scale_log2);
     alpha_o[i] = alpha[i] * h_ratio;
-    // A row with no unmasked key yet keeps max -inf; base 0 then gives exp2(-inf) = 0, not NaN.
-    const float base = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
+    const float base = softmax_base(m_new) * scale_log2;
     const float p0 = exp2_ftz(fmaf(s[score_of(i)], scale_log2, -base));
     const float p1 = exp2_ftz(fmaf(s[score_of(i) + 2], scale_log2, -base));
     rs.l[i] = rs.l[i] * alpha[i] + p0 + p1;
@@ -484,7 +465,7 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     for (int h = 0; h < 2; ++h) {
       const int k = h ? ln.tok1 : ln.tok0;
       const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
-      sts16(p_base + sw128(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
+      sts16(p_base + sw128_offset(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
     }
   }
   fence_proxy_async();  // P^T is read by wgmma
@@ -592,8 +573,9 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
   static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
   extern __shared__ uint8_t smem_raw[];
+  // Aligned as in the wide kernel (kernel.cuh), on the shared array itself.
   NarrowSharedStorage<kKind, kRows>& sm = *reinterpret_cast<NarrowSharedStorage<kKind, kRows>*>(
-      smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+      smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
   const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
   const int lane = threadIdx.x % 32;
 
@@ -685,8 +667,8 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
   const int dim0 = (ln.warp * 8 + ln.g) * Cfg::kDimsPerThread;  // the thread's 16 output dims
   const int tw = t % 128;                                       // thread inside the warpgroup
   Descriptors<kRows> desc;
-  desc.q = sw128_desc(smem_u32(sm.q), 16, 1024);
-  desc.p = sw128_desc(smem_u32(sm.p[me]), 16, 1024);
+  desc.q = sw128_desc(smem_addr(sm.q), 16, 1024);
+  desc.p = sw128_desc(smem_addr(sm.p[me]), 16, 1024);
   uint32_t it = 0;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -727,20 +709,21 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
       const int first_token = block * kTileTokens;
       mbarrier_wait(&sm.full[stage], parity);
       mbarrier_wait(&sm.ready[stage], parity);
+      const NarrowScaleTable& table = sm.scales[kKind == kKvDsMla ? stage : 0];  // ds_mla only
       float hi0 = 0.f, hi1 = 0.f;  // ds_mla: the tokens' scale factors (0 past seqlen)
       if constexpr (kKind == kKvDsMla) {
-        hi0 = sm.scales[stage].hi[ln.tok0];
-        hi1 = sm.scales[stage].hi[ln.tok1];
+        hi0 = table.hi[ln.tok0];
+        hi1 = table.hi[ln.tok1];
       }
       // The previous tile's PV is retired before anything touches o (ptxas cannot follow a wait
       // that retires it inside the next QK).
       wgmma_wait<0>();
 #pragma unroll
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);
-      const uint32_t stage_base = smem_u32(sm.kv[stage]);
+      const uint32_t stage_base = smem_addr(sm.kv[stage]);
 
       float s[kRows / 2];
-      issue_qk<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, hi0 * q_unscale,
+      issue_qk<kKind>(stage_base, table, desc, ln, hi0 * q_unscale,
                       hi1 * q_unscale, s);
       wgmma_wait<0>();
       fence_operands(s);
@@ -750,7 +733,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
       softmax_step<kKind>(sm, me, s, ln, p, seg.seqlen, m_tile, first_token, min_limit, scale_log2, hi0, hi1, rs,
                           alpha, alpha_o);
       rescale<kRows>(o, alpha_o);
-      issue_pv<kKind>(stage_base, sm.scales[kKind == kKvDsMla ? stage : 0], desc, ln, &sm.empty[stage], o);
+      issue_pv<kKind>(stage_base, table, desc, ln, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
