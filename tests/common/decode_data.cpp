@@ -56,6 +56,7 @@ std::string DecodeCase::describe() const {
   if (kv_format == KVFormat::kFP8E4M3 && kv_fp8_scale != 1.0f) os << " fp8_scale=" << kv_fp8_scale;
   if (page_pad_tokens != 0) os << " page_pad=" << page_pad_tokens;
   if (latent_log2_spread != 0) os << " latent_spread=2^" << latent_log2_spread;
+  if (q_log2_scale != 0) os << " q_scale=2^" << q_log2_scale;
   if (lse_flashmla_layout) os << " lse=[b,h_q,s_q]";
   if (softmax_scale != 0.0f) os << " softmax_scale=" << softmax_scale;
   os << " seed=" << seed;
@@ -123,7 +124,7 @@ DecodeData make_decode_data(const DecodeCase& c) {
   // Query: N(0, 1) rounded to the query dtype.
   d.q.resize(static_cast<size_t>(c.batch_size) * c.q_len * c.num_heads * kHeadDimQK);
   for (uint16_t& bits : d.q) {
-    const float x = normal(rng);
+    const float x = std::ldexp(normal(rng), c.q_log2_scale);
     bits = c.q_dtype == DType::kFloat16 ? fp8::float_to_fp16(x) : fp8::float_to_bf16(x);
   }
 

@@ -280,6 +280,26 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
+TEST(Decode, Bf16QueryBeyondFp16RangeOnE4m3) {
+  // e4m3 tiles are multiplied in fp16 (sm90 narrow and wide, portable): a bf16 query is converted
+  // times 2^-shift so that its largest |q| (here ~2^19) fits, and the scores are scaled back. The
+  // softmax scale keeps the scores where several tokens weigh. 16 rows (sm90: narrow kernel) and
+  // 128 (wide); the portable suite runs the same cases.
+  for (int heads : {16, 128}) {
+    DecodeCase c;
+    c.batch_size = 3;
+    c.num_heads = heads;
+    c.kv_format = KVFormat::kFP8E4M3;
+    c.kv_fp8_scale = 0.37f;
+    c.q_log2_scale = 17;
+    c.softmax_scale = std::ldexp(1.0f / 24.0f, -17);
+    c.seqlens = {1, 100, 1000};
+    c.seed = fresh_seed();
+    SCOPED_TRACE(c.describe());
+    expect_matches_reference(c);
+  }
+}
+
 // Every sm90 schedule on the shapes it can run: the narrow kernel with 16 rows per CTA, the wide
 // kernel on a 16-row shape, and the opt-in 32-row narrow variant (two consumers and their merge).
 // Edge lengths, FP8 caches (ds_mla with scales far apart), few parts (long segments) and the

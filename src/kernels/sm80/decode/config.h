@@ -57,31 +57,40 @@ struct KvLayout {
   static constexpr bool kQuantized = kKind != kKv16Bit;
   static constexpr int kTokenBytes = kKind == kKv16Bit ? 1152 : kKind == kKvE4M3 ? 576 : 656;
   static constexpr int kTokenChunks = kTokenBytes / kChunkBytes;  // 72, 36, 41
-  // 16-bit tiles are copied straight into two swizzled stages; quantized tiles land raw in one
-  // staging buffer (the second pipeline stage) and are dequantized into a single swizzled stage.
-  static constexpr int kStages = kQuantized ? 1 : 2;
-  static constexpr int kRawStages = kQuantized ? 2 : 0;
   static_assert(kTokenBytes % kChunkBytes == 0, "tokens are whole 16-byte chunks");
 };
 
-template <class Cfg, int kKind, bool kQuantized = KvLayout<kKind>::kQuantized>
-struct RawStaging {};  // 16-bit caches: none (empty base, no bytes)
-template <class Cfg, int kKind>
-struct RawStaging<Cfg, kKind, true> {
-  alignas(128) uint8_t raw[KvLayout<kKind>::kRawStages][Cfg::N * KvLayout<kKind>::kTokenBytes];
+// Two pipeline stages (one tile in flight while one is computed). 16-bit tiles land in swizzled rows
+// of T for ldmatrix; quantized tiles land as stored (e4m3 chunks swizzled, raw_chunk_offset) and
+// are dequantized by each thread into its own fragments, so a stage is half (e4m3) the bytes and
+// two 16-row CTAs fit on an SM.
+inline constexpr int kStages = 2;
+template <class Cfg, typename T, int kKind, bool kQuantized = KvLayout<kKind>::kQuantized>
+struct KvStages {
+  alignas(128) T kv[kStages][Cfg::N * kHeadDimQK];
+};
+template <class Cfg, typename T, int kKind>
+struct KvStages<Cfg, T, kKind, true> {
+  alignas(128) uint8_t raw[kStages][Cfg::N * KvLayout<kKind>::kTokenBytes];
 };
 
-// Shared memory of one CTA. Q and KV rows are 72 chunks with chunk c of row r stored at
-// c ^ (r & 7): ldmatrix reads 8 rows of one chunk column without bank conflicts.
+// CTAs per SM the kernel's registers are budgeted for: two for quantized 16-row tiles (whose shared
+// memory allows it: 95 / 104 KB), one otherwise.
+template <class Cfg, int kKind>
+inline constexpr int kMinCtasPerSm = KvLayout<kKind>::kQuantized && Cfg::M == 16 ? 2 : 1;
+
+// Shared memory of one CTA. Q rows are 72 chunks with chunk c of row r stored at c ^ (r & 7):
+// ldmatrix reads 8 rows of one chunk column without bank conflicts (16-bit KV rows likewise).
+// T is the type the tensor cores multiply (the query's, or fp16 for e4m3 caches).
 template <class Cfg, typename T, int kKind>
-struct SharedStorage : RawStaging<Cfg, kKind> {
+struct SharedStorage : KvStages<Cfg, T, kKind> {
   alignas(128) T q[Cfg::M * kHeadDimQK];
-  alignas(128) T kv[KvLayout<kKind>::kStages][Cfg::N * kHeadDimQK];
   alignas(128) T p[Cfg::M * Cfg::kPRowChunks * 8];
   float partial_max[Cfg::kQkWarpsN][Cfg::M];  // per key-warp row maxima of this tile
   float partial_sum[Cfg::kQkWarpsN][Cfg::M];
   float row_max[2][Cfg::M];  // running max (raw score units), double-buffered across tiles
   float row_sum[2][Cfg::M];  // running sum of exp2((s - max) * scale_log2)
+  float q_amax[Cfg::kNumWarps];  // a bf16 query's largest |q| per warp (fp16 math: its shift)
 };
 
 }  // namespace openmla::kernels::portable

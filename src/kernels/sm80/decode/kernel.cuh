@@ -23,20 +23,11 @@
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/sm80/decode/config.h"
+#include "kernels/sm80/decode/fp8_fragments.cuh"
+#include "kernels/sm80/decode/layout.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels::portable {
-
-// Byte offset of (row, chunk) in a swizzled 72-chunk row.
-__device__ __forceinline__ int swizzled_chunk_offset(int row, int chunk) {
-  return (row * kRowChunks + (chunk ^ (row & 7))) * kChunkBytes;
-}
-
-template <class Cfg>
-__device__ __forceinline__ int p_chunk_offset(int row, int chunk) {
-  const int phys = Cfg::kPSwizzled ? (chunk ^ (row & 7)) : chunk;
-  return (row * Cfg::kPRowChunks + phys) * kChunkBytes;
-}
 
 // Q rows of this m-tile into shared memory (rows past s_q*h_q are zero).
 template <class Cfg, typename T>
@@ -52,13 +43,18 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
   }
 }
 
-// One KV tile (N tokens of one page) into a stage. Returns false (and copies nothing) when the
+// The page id of a tile, read from the block table (tile_page_id) one tile before its copy is issued,
+// so the copy does not wait for this read.
+template <class Cfg>
+__device__ __forceinline__ int tile_page_id(const DecodeParams& p, int req, int tile) {
+  return p.block_table[req * p.block_table_stride + tile * Cfg::N / kPageTokens];
+}
+
+// One KV tile (N tokens of page `page`) into a stage. Returns false (and copies nothing) when the
 // page id is out of range. Tokens at or past seqlen are zero-filled.
 template <class Cfg, typename T>
-__device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int tile, int seqlen, T* skv) {
+__device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int page, int tile, int seqlen, T* skv) {
   const int first_token = tile * Cfg::N;
-  const int page_idx = first_token / kPageTokens;
-  const int page = p.block_table[req * p.block_table_stride + page_idx];
   if (page < 0 || page >= p.num_pages) return false;
   const char* page_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
                           (first_token % kPageTokens) * (kHeadDimQK * 2);
@@ -71,94 +67,36 @@ __device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int req, int
   return true;
 }
 
-// One quantized KV tile, as stored, into the staging buffer (same guards as load_kv_tile).
+// One quantized KV tile, tokens as stored, into a stage (raw_chunk_offset; same guards as load_kv_tile).
 template <class Cfg, int kKind>
-__device__ __forceinline__ bool load_kv_tile_raw(const DecodeParams& p, int req, int tile, int seqlen, uint8_t* raw) {
+__device__ __forceinline__ bool load_kv_tile_raw(const DecodeParams& p, int page, int tile, int seqlen, uint8_t* raw) {
   using Layout = KvLayout<kKind>;
   const int first_token = tile * Cfg::N;
-  const int page = p.block_table[req * p.block_table_stride + first_token / kPageTokens];
   if (page < 0 || page >= p.num_pages) return false;
   const char* tile_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
                           (first_token % kPageTokens) * Layout::kTokenBytes;
-  for (int i = threadIdx.x; i < Cfg::N * Layout::kTokenChunks; i += Cfg::kThreads) {
-    const bool valid = first_token + i / Layout::kTokenChunks < seqlen;
-    cp_async_16(raw + i * kChunkBytes, valid ? tile_base + i * kChunkBytes : tile_base, valid);
+  // Chunk i = threadIdx.x + j * kThreads is (row r, column c), stepped without a division per
+  // chunk; unrolled when every thread copies the same number of chunks (e4m3: measured faster;
+  // ds_mla's uneven count: measured slower unrolled).
+  constexpr int kCols = Layout::kTokenChunks, kChunks = Cfg::N * kCols;
+  constexpr int kSteps = (kChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  constexpr int kUnroll = kChunks % Cfg::kThreads == 0 ? kSteps : 1;
+  int r = threadIdx.x / kCols, c = threadIdx.x % kCols;
+#pragma unroll kUnroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int i = threadIdx.x + j * Cfg::kThreads;
+    if (kChunks % Cfg::kThreads == 0 || i < kChunks) {
+      const bool valid = first_token + r < seqlen;
+      cp_async_16(raw + raw_chunk_offset<kKind>(r, c), valid ? tile_base + i * kChunkBytes : tile_base, valid);
+    }
+    c += Cfg::kThreads % kCols;
+    r += Cfg::kThreads / kCols;
+    if (c >= kCols) {
+      c -= kCols;
+      ++r;
+    }
   }
   return true;
-}
-
-// 16 e4m3 values (one 16-byte chunk) -> two 8-value chunks of T, each value times `scale`.
-// e4m3 -> f16 is exact (hardware cvt from sm_89, bit operations before); the product with a
-// power-of-two ds_mla scale (or 1) is exact in bf16.
-template <typename T>
-__device__ __forceinline__ void dequantize_chunk(uint4 packed, float scale, uint4& lo, uint4& hi) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  uint32_t out[8];
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h));
-      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-      if constexpr (std::is_same_v<T, __half>) {
-        if (scale == 1.f) {
-          out[2 * w + h] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
-          continue;
-        }
-      }
-      const float2 f = __half22float2(__half2(raw));
-      out[2 * w + h] = pack2<T>(f.x * scale, f.y * scale);
-    }
-  }
-  lo = make_uint4(out[0], out[1], out[2], out[3]);
-  hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-// Staging buffer (raw tokens) -> swizzled stage of T rows, for the quantized kinds. The
-// per-tensor e4m3 scale is not applied here: the host folds it into the softmax scale and the
-// output, so the stage holds exact e4m3 values.
-template <class Cfg, typename T, int kKind>
-__device__ __forceinline__ void dequantize_kv_tile(const uint8_t* raw, T* skv) {
-  char* dst = reinterpret_cast<char*>(skv);
-  if constexpr (kKind == kKvE4M3) {
-    constexpr int kChunks = kHeadDimQK / 16;  // 36 raw chunks per token
-    for (int i = threadIdx.x; i < Cfg::N * kChunks; i += Cfg::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      uint4 lo, hi;
-      dequantize_chunk<T>(*reinterpret_cast<const uint4*>(raw + i * kChunkBytes), 1.f, lo, hi);
-      *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c)) = lo;
-      *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c + 1)) = hi;
-    }
-  } else {
-    static_assert(kKind == kKvDsMla, "quantized kinds: e4m3, ds_mla");
-    constexpr int kLatentChunks = kHeadDimV / 16;      // 32 raw chunks of e4m3
-    constexpr int kRopeChunks = kRopeDimBytes / 16;    // 8 raw chunks of bf16
-    constexpr int kChunks = kLatentChunks + kRopeChunks;
-    constexpr int kTokenBytes = KvLayout<kKvDsMla>::kTokenBytes;
-    for (int i = threadIdx.x; i < Cfg::N * kChunks; i += Cfg::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      const uint8_t* token = raw + r * kTokenBytes;
-      if (c < kLatentChunks) {
-        const float scale = reinterpret_cast<const float*>(token + kDsMlaScalesByte)[c / 8];
-        uint4 lo, hi;
-        dequantize_chunk<T>(*reinterpret_cast<const uint4*>(token + c * kChunkBytes), scale, lo, hi);
-        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c)) = lo;
-        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, 2 * c + 1)) = hi;
-      } else {
-        const int k = c - kLatentChunks;
-        uint4 rope = *reinterpret_cast<const uint4*>(token + kDsMlaRopeByte + k * kChunkBytes);
-        if constexpr (std::is_same_v<T, __half>) {  // bf16 rope for an fp16 query: round once
-          uint32_t* w = reinterpret_cast<uint32_t*>(&rope);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[j]));
-            w[j] = pack2<__half>(f.x, f.y);
-          }
-        }
-        *reinterpret_cast<uint4*>(dst + swizzled_chunk_offset(r, kLatentChunks * 2 + k)) = rope;
-      }
-    }
-  }
 }
 
 // Fragments of one k-step (16 dims) of S = Q K^T for a warp: A (16 rows of Q), B (kQkKeys keys).
@@ -291,8 +229,9 @@ __device__ __forceinline__ float tile_row_max(const Smem& sm, int cur, int row) 
 
 
 template <class Cfg, typename T, int kKind>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const DecodeParams p) {
-  using Smem = SharedStorage<Cfg, T, kKind>;
+__global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) portable_decode_kernel(const DecodeParams p) {
+  using Math = MathType<T, kKind>;
+  using Smem = SharedStorage<Cfg, Math, kKind>;
   constexpr bool kQuantized = KvLayout<kKind>::kQuantized;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -324,27 +263,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       sm.row_max[0][tid] = -INFINITY;
       sm.row_sum[0][tid] = 0.f;
     }
-    // Pipeline: 16-bit tiles are copied straight into two swizzled stages (one tile in flight
-    // while one is computed). Quantized tiles are half the bytes, so two raw tiles are kept in
-    // flight in the staging buffers and each is dequantized into the single swizzled stage just
-    // before use: the bytes in flight per SM stay as high as the 16-bit path's.
-    constexpr int kInFlight = kQuantized ? KvLayout<kKind>::kRawStages : 1;
-    auto load_tile = [&](int t) -> bool {
-      const int stage = (t - tile_begin) % (kQuantized ? KvLayout<kKind>::kRawStages : KvLayout<kKind>::kStages);
+    // Pipeline: two stages, one tile in flight while one is computed (config.h).
+    constexpr int kInFlight = kStages - 1;
+    auto load_tile = [&](int t, int page) -> bool {
+      const int stage = (t - tile_begin) % kStages;
       if constexpr (kQuantized) {
-        return load_kv_tile_raw<Cfg, kKind>(p, req, t, seqlen, sm.raw[stage]);
+        return load_kv_tile_raw<Cfg, kKind>(p, page, t, seqlen, sm.raw[stage]);
       } else {
-        return load_kv_tile<Cfg, T>(p, req, t, seqlen, sm.kv[stage]);
+        return load_kv_tile<Cfg, T>(p, page, t, seqlen, sm.kv[stage]);
       }
     };
     bool bad_page = false;
-    if (tile_begin < tile_end) load_q<Cfg, T>(p, req, m_tile, sm.q);
+    // Scores come out in units of 2^-q_shift (a bf16 query multiplied in fp16, fp8_fragments.cuh).
+    int q_shift = 0;
+    if (tile_begin < tile_end) {
+      if constexpr (kQuantized) {
+        q_shift = load_q_permuted<Cfg, T, Math>(p, req, m_tile, sm.q, sm.q_amax);
+      } else {
+        load_q<Cfg, T>(p, req, m_tile, sm.q);
+      }
+    }
+    const float score_scale = p.softmax_scale * exp2f(static_cast<float>(q_shift));
+    const float score_log2 = p.scale_log2 * exp2f(static_cast<float>(q_shift));
     // One commit group per tile ahead (possibly empty) keeps cp.async.wait_group's count uniform.
 #pragma unroll
     for (int ahead = 0; ahead < kInFlight; ++ahead) {
-      if (tile_begin + ahead < tile_end) bad_page |= !load_tile(tile_begin + ahead);
+      const int t = tile_begin + ahead;
+      if (t < tile_end) bad_page |= !load_tile(t, tile_page_id<Cfg>(p, req, t));
       cp_async_commit();
     }
+    int next_page = tile_begin + kInFlight < tile_end ? tile_page_id<Cfg>(p, req, tile_begin + kInFlight) : 0;
 
     float o[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4];
 #pragma unroll
@@ -354,21 +302,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
 
     int cur = 0;
     for (int tile = tile_begin; tile < tile_end; ++tile) {
-      const int stage = (tile - tile_begin) % KvLayout<kKind>::kStages;
+      const int stage = (tile - tile_begin) % kStages;
       cp_async_wait<kInFlight - 1>();  // this tile's group has landed (later ones may not have)
       __syncthreads();  // ... for all threads; all warps are done with the stage reused next
-      if constexpr (kQuantized) {
-        const int raw_stage = (tile - tile_begin) % KvLayout<kKind>::kRawStages;
-        dequantize_kv_tile<Cfg, T, kKind>(sm.raw[raw_stage], sm.kv[0]);
-        __syncthreads();  // stage written; this staging buffer is free for tile + kInFlight
-      }
-      if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight);
+      if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight, next_page);
       cp_async_commit();
-      const T* skv = sm.kv[stage];
+      if (tile + kInFlight + 1 < tile_end) next_page = tile_page_id<Cfg>(p, req, tile + kInFlight + 1);
 
       // ---- S = Q K^T and masking ----
       float s[Cfg::kQkKeys / 8][4];
-      qk_gemm<Cfg, T>(sm.q, skv, qk_m, qk_n, lane, s);
+      if constexpr (kQuantized) {
+        qk_gemm_quantized<Cfg, Math, kKind>(sm.q, sm.raw[stage], qk_m, qk_n, lane, s);
+      } else {
+        qk_gemm<Cfg, T>(sm.q, sm.kv[stage], qk_m, qk_n, lane, s);
+      }
       const int key0 = tile * Cfg::N + qk_n * Cfg::kQkKeys;
       const int row_lo = qk_m * 16 + g, row_hi = row_lo + 8;
       // Keys a row may see: all < seqlen; causal rows (token qi) only <= seqlen - s_q + qi.
@@ -401,22 +348,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       }
       __syncthreads();
 
-      const float base_lo = softmax_base(tile_row_max<Cfg>(sm, cur, row_lo)) * p.scale_log2;
-      const float base_hi = softmax_base(tile_row_max<Cfg>(sm, cur, row_hi)) * p.scale_log2;
+      const float max_lo = tile_row_max<Cfg>(sm, cur, row_lo), max_hi = tile_row_max<Cfg>(sm, cur, row_hi);
+      const float base_lo = softmax_base(max_lo) * score_log2;
+      const float base_hi = softmax_base(max_hi) * score_log2;
       float sum_lo = 0.f, sum_hi = 0.f;
       char* p_base = reinterpret_cast<char*>(sm.p);
 #pragma unroll
       for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
-        const float e0 = exp2f(fmaf(s[t][0], p.scale_log2, -base_lo));
-        const float e1 = exp2f(fmaf(s[t][1], p.scale_log2, -base_lo));
-        const float e2 = exp2f(fmaf(s[t][2], p.scale_log2, -base_hi));
-        const float e3 = exp2f(fmaf(s[t][3], p.scale_log2, -base_hi));
+        const float e0 = exp2_ftz(fmaf(s[t][0], score_log2, -base_lo));
+        const float e1 = exp2_ftz(fmaf(s[t][1], score_log2, -base_lo));
+        const float e2 = exp2_ftz(fmaf(s[t][2], score_log2, -base_hi));
+        const float e3 = exp2_ftz(fmaf(s[t][3], score_log2, -base_hi));
         sum_lo += e0 + e1;
         sum_hi += e2 + e3;
         const int key = qk_n * Cfg::kQkKeys + t * 8 + 2 * c;  // within the tile
         const int byte_in_chunk = (key % 8) * 2;
-        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_lo, key / 8) + byte_in_chunk) = pack2<T>(e0, e1);
-        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_hi, key / 8) + byte_in_chunk) = pack2<T>(e2, e3);
+        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_lo, key / 8) + byte_in_chunk) = pack2<Math>(e0, e1);
+        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_hi, key / 8) + byte_in_chunk) = pack2<Math>(e2, e3);
       }
       sum_lo = quad_sum(sum_lo);
       sum_hi = quad_sum(sum_hi);
@@ -438,8 +386,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
         for (int h = 0; h < 2; ++h) {
           const int row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const float m_old = sm.row_max[cur][row];
-          const float m_new = tile_row_max<Cfg>(sm, cur, row);
-          alpha[i][h] = (m_new == -INFINITY || m_new == m_old) ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+          // One m-tile of 16 rows: the PV rows are the QK rows, their maxima already read.
+          const float m_new = Cfg::M == 16 ? (h ? max_hi : max_lo) : tile_row_max<Cfg>(sm, cur, row);
+          alpha[i][h] = (m_new == -INFINITY || m_new == m_old) ? 1.f : exp2f((m_old - m_new) * score_log2);
           rescale |= alpha[i][h] != 1.f;
         }
       }
@@ -454,13 +403,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
             o[i][j][3] *= alpha[i][1];
           }
       }
-      pv_gemm<Cfg, T>(sm.p, skv, pv_m, pv_n, lane, o);
+      if constexpr (kQuantized) {
+        pv_gemm_quantized<Cfg, Math, kKind>(sm.p, sm.raw[stage], pv_m, pv_n, lane, o);
+      } else {
+        pv_gemm<Cfg, T>(sm.p, sm.kv[stage], pv_m, pv_n, lane, o);
+      }
 
       // Running state for the next tile (readers of [cur] above are unaffected).
       if (tid < Cfg::M) {
         const float m_old = sm.row_max[cur][tid];
         const float m_new = tile_row_max<Cfg>(sm, cur, tid);
-        const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * p.scale_log2);
+        const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * score_log2);
         float l = sm.row_sum[cur][tid] * alpha;
 #pragma unroll
         for (int w = 0; w < Cfg::kQkWarpsN; ++w) l += sm.partial_sum[w][tid];
@@ -486,13 +439,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
         const float l = sm.row_sum[cur][local_row];
         const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
         const int qi = row / p.num_heads, head = row % p.num_heads;
-        if (write_final) {
+        if (write_final && kQuantized) {
+          // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
+          T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+#pragma unroll
+          for (int blk = 0; blk < Cfg::kPvCols / 64; ++blk) {
+            uint32_t w[8];
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+#pragma unroll
+              for (int jj = 0; jj < 8; jj += 2)
+                w[4 * e + jj / 2] =
+                    pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
+            uint4* dst = reinterpret_cast<uint4*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
+            dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+            dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+          }
+        } else if (write_final) {
           T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
 #pragma unroll
           for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
             const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
             *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
           }
+        } else if (kQuantized) {
+          float* out = p.o_partial + (static_cast<size_t>(partial_slot) * p.rows + row) * kHeadDimV;
+#pragma unroll
+          for (int j = 0; j < Cfg::kPvCols / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) out[quantized_output_dim<Cfg>(pv_n, c, j, e)] = o[i][j][2 * h + e] * inv;
         } else {
           float* out = p.o_partial + (static_cast<size_t>(partial_slot) * p.rows + row) * kHeadDimV;
 #pragma unroll
@@ -507,7 +482,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) portable_decode_kernel(const
       const int row = m_tile * Cfg::M + tid;
       if (row < p.rows) {
         const float l = sm.row_sum[cur][tid];
-        const float lse = poison ? NAN : (l > 0.f ? sm.row_max[cur][tid] * p.softmax_scale + logf(l) : -INFINITY);
+        const float lse = poison ? NAN : (l > 0.f ? sm.row_max[cur][tid] * score_scale + logf(l) : -INFINITY);
         if (write_final) {
           const int qi = row / p.num_heads, head = row % p.num_heads;
           p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;

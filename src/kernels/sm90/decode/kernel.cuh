@@ -31,7 +31,7 @@
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/fp16_query.cuh"
+#include "kernels/common/fp16_query.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"

@@ -32,7 +32,8 @@
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/fp16_query.cuh"
+#include "kernels/common/fp16_query.cuh"
+#include "kernels/common/fp8_registers.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
@@ -60,42 +61,8 @@ __device__ __forceinline__ void wgmma_rows(float (&d)[kRows / 2], const uint32_t
 
 // ---- primitives --------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
 __device__ __forceinline__ void sts16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(v));
-}
-
-// e4m3 pair in the low (kHigh = false) or high half of w -> f16x2 (exact, NaN kept; sm_89+).
-template <bool kHigh>
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
-  uint32_t d;
-  if constexpr (kHigh) {
-    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(d) : "r"(w));
-  } else {
-    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(d) : "r"(w));
-  }
-  return d;
-}
-
-__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-template <uint32_t kSelector>
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "n"(kSelector));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
 // ---- operand layout ----------------------------------------------------------------------------

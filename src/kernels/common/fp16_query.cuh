@@ -10,7 +10,7 @@
 
 #include "kernels/common/mma_sm80.cuh"  // pack2
 
-namespace openmla::kernels::sm90 {
+namespace openmla::kernels {
 
 // max(|lo|, |hi|) of a bf16 pair.
 __device__ __forceinline__ float bf16x2_abs_max(uint32_t w) {
@@ -29,4 +29,4 @@ __device__ __forceinline__ int fp16_query_shift(float amax) {
   return exponent > 14 ? exponent - 14 : 0;
 }
 
-}  // namespace openmla::kernels::sm90
+}  // namespace openmla::kernels
