@@ -50,52 +50,49 @@ __device__ __forceinline__ int tile_page_id(const DecodeParams& p, int req, int 
   return p.block_table[req * p.block_table_stride + tile * Cfg::N / kPageTokens];
 }
 
-// One KV tile (N tokens of page `page`) into a stage. Returns false (and copies nothing) when the
-// page id is out of range. Tokens at or past seqlen are zero-filled.
-template <class Cfg, typename T>
-__device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int page, int tile, int seqlen, T* skv) {
-  const int first_token = tile * Cfg::N;
-  if (page < 0 || page >= p.num_pages) return false;
-  const char* page_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
-                          (first_token % kPageTokens) * (kHeadDimQK * 2);
-  for (int i = threadIdx.x; i < Cfg::N * kRowChunks; i += Cfg::kThreads) {
-    const int r = i / kRowChunks, c = i % kRowChunks;
-    const bool valid = first_token + r < seqlen;
-    const char* src = page_base + r * (kHeadDimQK * 2) + c * kChunkBytes;
-    cp_async_16(reinterpret_cast<char*>(skv) + swizzled_chunk_offset(r, c), valid ? src : page_base, valid);
+// A tile's N token rows (row r at src + r * kRowBytes, kRowBytes / 16 chunks) into shared memory at
+// dst + dst_offset(r, c); rows at or past valid_rows are zero-filled without a global read. Warp w
+// copies its N / kNumWarps consecutive rows as one contiguous run of chunks, lane l taking chunks
+// l, l + 32, ...: each warp instruction copies 512 contiguous bytes, the source address steps by
+// constants, and a chunk's row is known to within one (rows of >= 32 chunks), so no division.
+template <class Cfg, int kRowBytes, class DstOffset>
+__device__ __forceinline__ void copy_tile_rows(const char* src, int valid_rows, char* dst, DstOffset dst_offset) {
+  constexpr int kCols = kRowBytes / kChunkBytes;
+  constexpr int kRowsPerWarp = Cfg::N / Cfg::kNumWarps;
+  constexpr int kWarpChunks = kRowsPerWarp * kCols;
+  static_assert(Cfg::N % Cfg::kNumWarps == 0 && kRowBytes % kChunkBytes == 0 && kCols >= 32,
+                "whole rows per warp, whole chunks, rows of at least one warp's chunks");
+  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRowsPerWarp;
+  // Source of chunk `lane` of the warp's run; a zero-filled row's address stays inside the page.
+  const char* run = src + row0 * kRowBytes + lane * kChunkBytes;
+#pragma unroll
+  for (int j = 0; j < (kWarpChunks + 31) / 32; ++j) {
+    const int q = lane + 32 * j;  // chunk index in the warp's run
+    if (kWarpChunks % 32 == 0 || q < kWarpChunks) {
+      const int r = (32 * j) / kCols + (q >= ((32 * j) / kCols + 1) * kCols ? 1 : 0);
+      const int c = q - r * kCols;
+      cp_async_16(dst + dst_offset(row0 + r, c), run + 32 * j * kChunkBytes, row0 + r < valid_rows);
+    }
   }
-  return true;
 }
 
-// One quantized KV tile, tokens as stored, into a stage (raw_chunk_offset; same guards as load_kv_tile).
+// One KV tile (N tokens of page `page`) into a stage: 16-bit rows swizzled for ldmatrix, quantized
+// tokens as stored (raw_chunk_offset). Returns false (and copies nothing) when the page id is out of
+// range. Tokens at or past seqlen are zero-filled.
 template <class Cfg, int kKind>
-__device__ __forceinline__ bool load_kv_tile_raw(const DecodeParams& p, int page, int tile, int seqlen, uint8_t* raw) {
-  using Layout = KvLayout<kKind>;
+__device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int page, int tile, int seqlen, void* stage) {
+  constexpr int kTokenBytes = KvLayout<kKind>::kTokenBytes;
   const int first_token = tile * Cfg::N;
   if (page < 0 || page >= p.num_pages) return false;
-  const char* tile_base = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
-                          (first_token % kPageTokens) * Layout::kTokenBytes;
-  // Chunk i = threadIdx.x + j * kThreads is (row r, column c), stepped without a division per
-  // chunk; unrolled when every thread copies the same number of chunks (e4m3: measured faster;
-  // ds_mla's uneven count: measured slower unrolled).
-  constexpr int kCols = Layout::kTokenChunks, kChunks = Cfg::N * kCols;
-  constexpr int kSteps = (kChunks + Cfg::kThreads - 1) / Cfg::kThreads;
-  constexpr int kUnroll = kChunks % Cfg::kThreads == 0 ? kSteps : 1;
-  int r = threadIdx.x / kCols, c = threadIdx.x % kCols;
-#pragma unroll kUnroll
-  for (int j = 0; j < kSteps; ++j) {
-    const int i = threadIdx.x + j * Cfg::kThreads;
-    if (kChunks % Cfg::kThreads == 0 || i < kChunks) {
-      const bool valid = first_token + r < seqlen;
-      cp_async_16(raw + raw_chunk_offset<kKind>(r, c), valid ? tile_base + i * kChunkBytes : tile_base, valid);
+  const char* src = reinterpret_cast<const char*>(p.kv) + page * p.page_stride_bytes +
+                    (first_token % kPageTokens) * kTokenBytes;
+  copy_tile_rows<Cfg, kTokenBytes>(src, seqlen - first_token, static_cast<char*>(stage), [](int r, int c) {
+    if constexpr (KvLayout<kKind>::kQuantized) {
+      return raw_chunk_offset<kKind>(r, c);
+    } else {
+      return swizzled_chunk_offset(r, c);
     }
-    c += Cfg::kThreads % kCols;
-    r += Cfg::kThreads / kCols;
-    if (c >= kCols) {
-      c -= kCols;
-      ++r;
-    }
-  }
+  });
   return true;
 }
 
@@ -268,9 +265,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     auto load_tile = [&](int t, int page) -> bool {
       const int stage = (t - tile_begin) % kStages;
       if constexpr (kQuantized) {
-        return load_kv_tile_raw<Cfg, kKind>(p, page, t, seqlen, sm.raw[stage]);
+        return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, sm.raw[stage]);
       } else {
-        return load_kv_tile<Cfg, T>(p, page, t, seqlen, sm.kv[stage]);
+        return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, sm.kv[stage]);
       }
     };
     bool bad_page = false;
