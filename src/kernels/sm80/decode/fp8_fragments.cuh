@@ -25,6 +25,7 @@
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/sm80/decode/config.h"
 #include "kernels/sm80/decode/layout.cuh"
+#include "kernels/sm80/decode/p_fragments.cuh"
 
 namespace openmla::kernels::portable {
 
@@ -208,9 +209,7 @@ __device__ __forceinline__ void pv_gemm_quantized(const Math* sp, const uint8_t*
   constexpr int kRowTiles = Cfg::kPvRows / 16;
   constexpr int kBlocks = Cfg::kPvCols / 64;
   static_assert(Cfg::kPvCols % 64 == 0, "a warp's V columns are whole 64-dim blocks");
-  const int g = lane / 4, c = lane % 4, hi = lane / 16;
-  const char* p_base = reinterpret_cast<const char*>(sp);
-  const int p_row = warp_m * Cfg::kPvRows + (lane % 8) + ((lane / 8) % 2) * 8;
+  const int g = lane / 4, c = lane % 4;
   const uint32_t base = smem_addr(stage);
   // A lane's V bytes of one k-step: tokens 2c, 2c+1, 2c+8, 2c+9, dims 8g..8g+7 of each 64-dim
   // block. Loaded one k-step ahead (as are the scales).
@@ -240,9 +239,7 @@ __device__ __forceinline__ void pv_gemm_quantized(const Math* sp, const uint8_t*
   for (int ks = 0; ks < Cfg::N / 16; ++ks) {
     if (ks + 1 < Cfg::N / 16) load_v(ks + 1, v[(ks + 1) % 2], sc[(ks + 1) % 2]);
     uint32_t a[kRowTiles][4];
-#pragma unroll
-    for (int i = 0; i < kRowTiles; ++i)
-      ldmatrix_x4(a[i], p_base + p_chunk_offset<Cfg>(p_row + i * 16, 2 * ks + hi));
+    load_p_fragments<Cfg>(sp, warp_m, lane, ks, a);
 #pragma unroll
     for (int blk = 0; blk < kBlocks; ++blk) {
       const uint2(&vb)[4] = v[ks % 2][blk];

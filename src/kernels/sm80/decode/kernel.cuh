@@ -25,6 +25,7 @@
 #include "kernels/sm80/decode/config.h"
 #include "kernels/sm80/decode/fp8_fragments.cuh"
 #include "kernels/sm80/decode/layout.cuh"
+#include "kernels/sm80/decode/p_fragments.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels::portable {
@@ -194,14 +195,10 @@ __device__ __forceinline__ void pv_gemm(const T* sp, const T* sv, int warp_m, in
   uint32_t v_off[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) v_off[j] = v_row + ((2 * j + hi) ^ r7) * kChunkBytes;
-  const char* p_base = reinterpret_cast<const char*>(sp);
-  const int p_row = warp_m * Cfg::kPvRows + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
   for (int ks = 0; ks < Cfg::N / 16; ++ks) {
     uint32_t a[kRowTiles][4];
-#pragma unroll
-    for (int i = 0; i < kRowTiles; ++i)
-      ldmatrix_x4(a[i], p_base + p_chunk_offset<Cfg>(p_row + i * 16, 2 * ks + hi));
+    load_p_fragments<Cfg>(sp, warp_m, lane, ks, a);
 #pragma unroll
     for (int pair = 0; pair < kPairs; ++pair) {
       uint32_t b[4];
