@@ -36,7 +36,7 @@ using MathType = std::conditional_t<kKind == kKvE4M3, __half, T>;
 
 // Q rows of this m-tile into shared memory (swizzled 72-chunk rows) in QK's k order and the math
 // type; rows past s_q * h_q are zero. A bf16 query for fp16 math is scaled by 2^-shift, the shift
-// returned (the CTA's largest |q|; every thread calls this, it synchronizes the CTA).
+// returned (from the CTA's largest |q|: every thread calls this, and then it synchronizes the CTA).
 template <class Cfg, typename T, typename Math>
 __device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, int m_tile, Math* sq, float* q_amax) {
   constexpr bool kToF16 = !std::is_same_v<T, Math>;
