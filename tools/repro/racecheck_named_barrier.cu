@@ -5,13 +5,14 @@
 // Result on the H200 (compute-sanitizer of CUDA 13.0, 2026-11-29): 0 hazards in all four variants, so
 // named barriers with a partial thread count, an exited warpgroup and setmaxnreg are modelled
 // correctly, and the 32-row kernel's report is not explained by them (docs/hopper-kernel.md).
-// Build: nvcc -gencode=arch=compute_90a,code=sm_90a -lineinfo -o racecheck_named_barrier racecheck_named_barrier.cu
-// Run:   compute-sanitizer --tool racecheck ./racecheck_named_barrier <variant 0|1|2>
+// Built as build/openmla-racecheck-named-barrier (sm_90a). Run on Hopper:
+//   compute-sanitizer --tool racecheck build/openmla-racecheck-named-barrier <variant 0|1|2|3>
 //   0: producer warpgroup exits at once (the narrow kernel's layout), barrier count 256
 //   1: the same with the producer warpgroup staying to the end (it never touches barrier 1)
 //   2: only the two consumer warpgroups launched (no third warpgroup), barrier count 256
 //   3: as 1, with the narrow kernel's register rebalancing (setmaxnreg: producer 40, consumers 232)
 #include <cstdio>
+#include <cstdlib>
 
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -27,6 +27,7 @@
 #include "core/decode_config.h"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
 
 namespace openmla::kernels {
 namespace {
@@ -195,7 +196,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   if (writer) {
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     const int qi = row / p.num_heads, head = row % p.num_heads;
-    T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+    T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int col = (col4 + v * kTpr) * 4;
@@ -205,7 +206,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
       *reinterpret_cast<uint2*>(out + col) = packed;
     }
     if (chunk == 0 && c == 0) {
-      p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] =
+      p.lse[lse_offset(p, req, qi, head)] =
           has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
     }
   }

@@ -13,6 +13,17 @@ namespace openmla::kernels {
 
 inline constexpr int kSegmentPageTokens = 64;
 
+// Element offsets of packed query row (query token qi, head) of request req in q, out and lse.
+__device__ __forceinline__ int64_t q_offset(const DecodeParams& p, int req, int qi, int head) {
+  return req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h;
+}
+__device__ __forceinline__ int64_t out_offset(const DecodeParams& p, int req, int qi, int head) {
+  return req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+}
+__device__ __forceinline__ int64_t lse_offset(const DecodeParams& p, int req, int qi, int head) {
+  return req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h;
+}
+
 // Validity of a request for this call; returns DeviceErrorBits (0 = fine).
 __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;

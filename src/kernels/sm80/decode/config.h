@@ -15,7 +15,6 @@ inline constexpr int kHeadDimV = 512;
 inline constexpr int kChunkBytes = 16;                       // one cp.async / ldmatrix row
 inline constexpr int kRowChunks = kHeadDimQK * 2 / kChunkBytes;  // 72 chunks per 576-wide row
 inline constexpr int kPageTokens = 64;
-inline constexpr int kRopeDimBytes = 64 * 2;   // ds_mla rope: 64 bf16
 inline constexpr int kDsMlaScalesByte = 512;   // ds_mla token: 4 float32 tile scales
 inline constexpr int kDsMlaRopeByte = 528;     // ds_mla token: rope
 
@@ -56,7 +55,6 @@ template <int kKind>
 struct KvLayout {
   static constexpr bool kQuantized = kKind != kKv16Bit;
   static constexpr int kTokenBytes = kKind == kKv16Bit ? 1152 : kKind == kKvE4M3 ? 576 : 656;
-  static constexpr int kTokenChunks = kTokenBytes / kChunkBytes;  // 72, 36, 41
   static_assert(kTokenBytes % kChunkBytes == 0, "tokens are whole 16-byte chunks");
 };
 

@@ -23,6 +23,7 @@
 #include "kernels/common/fp16_query.cuh"
 #include "kernels/common/fp8_registers.cuh"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
 #include "kernels/sm80/decode/config.h"
 #include "kernels/sm80/decode/layout.cuh"
 #include "kernels/sm80/decode/p_fragments.cuh"
@@ -46,7 +47,7 @@ __device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, i
     const int row = m_tile * Cfg::M + i / kRowChunks;
     if (row >= p.rows) return nullptr;
     const int qi = row / p.num_heads, head = row % p.num_heads;
-    return reinterpret_cast<const uint4*>(q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2) +
+    return reinterpret_cast<const uint4*>(q + q_offset(p, req, qi, head) * 2) +
            i % kRowChunks;
   };
   int shift = 0;
@@ -113,7 +114,7 @@ __device__ __forceinline__ uint32_t dequantize_pair(uint32_t w, float s0, float 
 template <typename Math>
 __device__ __forceinline__ uint32_t rope_pair(uint32_t w) {
   if constexpr (std::is_same_v<Math, __half>) {
-    return pack2<__half>(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+    return bf16x2_to_f16x2(w, 1.f);
   } else {
     return w;
   }

@@ -39,7 +39,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
     const int row = m_tile * Cfg::M + r;
     const bool valid = row < p.rows;
     const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
-    const char* src = q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2 + c * kChunkBytes;
+    const char* src = q + q_offset(p, req, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
   }
 }
@@ -261,11 +261,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     constexpr int kInFlight = kStages - 1;
     auto load_tile = [&](int t, int page) -> bool {
       const int stage = (t - tile_begin) % kStages;
+      void* dst;
       if constexpr (kQuantized) {
-        return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, sm.raw[stage]);
+        dst = sm.raw[stage];
       } else {
-        return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, sm.kv[stage]);
+        dst = sm.kv[stage];
       }
+      return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, dst);
     };
     bool bad_page = false;
     // Scores come out in units of 2^-q_shift (a bf16 query multiplied in fp16, fp8_fragments.cuh).
@@ -435,7 +437,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         const int qi = row / p.num_heads, head = row % p.num_heads;
         if (write_final && kQuantized) {
           // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
-          T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
 #pragma unroll
           for (int blk = 0; blk < Cfg::kPvCols / 64; ++blk) {
             uint32_t w[8];
@@ -450,7 +452,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
             dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
           }
         } else if (write_final) {
-          T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h;
+          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
 #pragma unroll
           for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
             const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
@@ -479,7 +481,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         const float lse = poison ? NAN : (l > 0.f ? sm.row_max[cur][tid] * score_scale + logf(l) : -INFINITY);
         if (write_final) {
           const int qi = row / p.num_heads, head = row % p.num_heads;
-          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+          p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
           p.lse_partial[static_cast<size_t>(partial_slot) * p.rows + row] = lse;
         }

@@ -76,7 +76,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
     const int row = m_tile * Cfg::kRows + r;
     const bool valid = row < p.rows;
     const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
-    const char* src = q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2 + c * 16;
+    const char* src = q + q_offset(p, req, qi, head) * 2 + c * 16;
     cp_async_16(sm.q + (c / 8) * Cfg::kBoxBytes + sw128_offset(r, c % 8), valid ? src : q, valid);
   }
   cp_async_commit();
@@ -531,7 +531,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
       const int qi = row / p.num_heads, head = row % p.num_heads;
       if (seg.write_final) {
-        T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h +
+        T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) +
                  me * Cfg::kHalfCols;
 #pragma unroll
         for (int n8 = 0; n8 < 32; ++n8)
@@ -548,7 +548,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (me == 0 && c == 0) {
         const float lse = poison ? NAN : (l > 0.f ? m * (p.softmax_scale * q_unscale) + logf(l) : -INFINITY);
         if (seg.write_final) {
-          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+          p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
           p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
         }

@@ -112,7 +112,7 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
   const uint32_t* src = nullptr;
   if (row < p.rows) {
     const int qi = row / p.num_heads, head = row % p.num_heads;
-    src = reinterpret_cast<const uint32_t*>(q + (req * p.q_stride_b + qi * p.q_stride_s + head * p.q_stride_h) * 2) +
+    src = reinterpret_cast<const uint32_t*>(q + q_offset(p, req, qi, head) * 2) +
           2 * step + half;
   }
 #pragma unroll
@@ -807,7 +807,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
       }
       const int qi = row / p.num_heads, head = row % p.num_heads;
       if (seg.write_final) {
-        T* out = static_cast<T*>(p.out) + req * p.o_stride_b + qi * p.o_stride_s + head * p.o_stride_h + dim0;
+        T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + dim0;
         uint4* dst = reinterpret_cast<uint4*>(out);
         dst[0] = make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
         dst[1] = make_uint4(pack2<T>(v[8], v[9]), pack2<T>(v[10], v[11]), pack2<T>(v[12], v[13]),
@@ -822,7 +822,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
         const float lse =
             poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * score_unscale) + logf(l[i]) : -INFINITY);
         if (seg.write_final) {
-          p.lse[req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h] = lse;
+          p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
           p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
         }
