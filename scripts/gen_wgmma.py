@@ -18,6 +18,38 @@ OPS = [
 ]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
+# e4m3 x e4m3 -> f32 (FP8-math kernel): k = 32, both operands K-major (8-bit wgmma has no transpose).
+# (name, n, a_from_registers)
+OPS_E4M3 = [
+    ("m64n64k32_ss_e4m3", 64, False),    # S = Q K^T
+    ("m64n256k32_ss_e4m3", 256, False),  # O += P V, P from shared memory, V^T K-major
+    ("m64n256k32_rs_e4m3", 256, True),   # O += P V, P from registers
+]
+
+
+def op_e4m3(name, n, rs):
+    nacc = n // 2
+    regs = ",".join(f"%{i}" for i in range(nacc))
+    if rs:
+        a = f"{{%{nacc}, %{nacc + 1}, %{nacc + 2}, %{nacc + 3}}}"
+        b, scale = f"%{nacc + 4}", f"%{nacc + 5}"
+        inputs = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate))'
+        params = "const uint32_t (&a)[4], uint64_t desc_b"
+    else:
+        a, b, scale = f"%{nacc}", f"%{nacc + 1}", f"%{nacc + 2}"
+        inputs = '"l"(desc_a), "l"(desc_b), "r"(int(accumulate))'
+        params = "uint64_t desc_a, uint64_t desc_b"
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+    return f"""
+__device__ __forceinline__ void wgmma_{name}(float (&d)[{nacc}], {params}, bool accumulate) {{
+  asm volatile(
+      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, {scale}, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{regs}}}, {a}, {b}, p, 1, 1;\\n}}\\n"
+      : {outs}
+      : {inputs});
+}}
+"""
+
 
 def op(name, n, rs, tb, ptype, ctype):
     nacc = n // 2
@@ -62,6 +94,8 @@ def main():
         parts.append(f"\ntemplate <typename T>\n__device__ void wgmma_{name}(float (&d)[{n // 2}], {params}, bool accumulate);\n")
         for ptype, ctype in TYPES:
             parts.append(op(name, n, rs, tb, ptype, ctype))
+    for name, n, rs in OPS_E4M3:
+        parts.append(op_e4m3(name, n, rs))
     parts.append("\n}  // namespace openmla::kernels::sm90\n")
     OUT.write_text("".join(parts))
 

@@ -2,7 +2,7 @@
 # One batch on a GPU machine: build, GPU tests, compute-sanitizer on a subset, benchmark.
 # Usage: bash scripts/gpu_check.sh [bench grid: quick|deepseek|none] [out dir]
 # Knobs (env): PREBUILT=dir (carried binaries instead of a build), BACKENDS, TEST_FILTER, FP8_BACKENDS, PYTHON,
-# SANITIZE, SANITIZE_BACKEND, SANITIZE_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, BENCH_FILTER, BENCH_ARGS.
+# SANITIZE, SANITIZE_BACKEND, SANITIZE_FILTER, FP8_MATH, SANITIZE_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, BENCH_FILTER, BENCH_ARGS.
 # Logs and JSON go to $OUT (device tool) or ./gpu-check-out. A short summary prints last.
 set -uo pipefail
 grid="${1:-quick}"
@@ -78,15 +78,21 @@ if [ "$grid" != none ]; then
     timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" ${BENCH_ARGS:-} \
       --json "$out/bench_fp8_$backend.json" 2>&1 | tee "$out/bench_fp8_$backend.txt" | tail -n 20
   done
+  # FP8 math (opt-in, sm90) on the per-tensor e4m3 cache, same shapes.
+  if [ "${FP8_MATH:-1}" = 1 ]; then
+    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format fp8_e4m3 --fp8-math qk_and_pv ${BENCH_ARGS:-} \
+      --json "$out/bench_fp8_math.json" 2>&1 | tee "$out/bench_fp8_math.txt" | tail -n 20
+  fi
 fi
 # Sanitizers last: they are slow, and a time limit must not cost the benchmark.
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   common='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16'
   if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ]; then
-    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq1_hq16_bf16:Decode.Sm90ScheduleForced"
+    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq1_hq16_bf16:Decode.Sm90ScheduleForced:Decode.Fp8MathIndependentOfPartCount:Decode.Fp8MathLargeBatchSplitAndGuards:Decode.Fp8MathQueryScalesAndPeakyRows"
   else
     subset="$common:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq1_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:WriteKV.PaddedPagesAlignedRows"
   fi
+  subset="${SANITIZE_FILTER:-$subset}"
   for tool in memcheck racecheck synccheck; do
     OPENMLA_BACKEND=${SANITIZE_BACKEND:-sm90} timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$subset" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
     note "compute-sanitizer $tool (${SANITIZE_BACKEND:-sm90}): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"

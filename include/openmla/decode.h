@@ -38,6 +38,17 @@ enum class Backend : uint8_t {
 };
 const char* backend_name(Backend b) noexcept;
 
+// Opt-in FP8 math for per-tensor e4m3 caches on the sm90 backend (docs/hopper-kernel.md, "FP8 math";
+// accuracy: docs/fp8-accuracy.md). The default multiplies in bf16/fp16 on the exactly dequantized cache.
+enum class Fp8Math : uint8_t {
+  kOff = 0,
+  // Each query row quantized to e4m3 with its own power-of-two scale (the smallest 2^e with
+  // max|q| <= 448 * 2^e, fp8::fp8_math_query_exponent); Q K^T and P V on e4m3 tensor cores, P stored
+  // as e4m3(256 p) under a power-of-two running base; row sums and LSE from the unrounded p.
+  kQkAndPv = 1,
+};
+const char* fp8_math_name(Fp8Math m) noexcept;
+
 struct DecodeOptions {
   Backend backend = Backend::kAuto;
   // Number of split-KV work parts (CTAs per query tile). 0 = derived from the SM count.
@@ -52,6 +63,9 @@ struct DecodeOptions {
   // 32-row narrow variant is opt-in, see docs/hopper-kernel.md). A schedule that cannot run the
   // shape throws kInvalidArgument.
   int sm90_rows_per_cta = 0;
+  // kQkAndPv needs kv_format kFP8E4M3 (else kInvalidArgument) and the sm90 backend (else
+  // kUnsupported: the portable kernel has no FP8 math); it runs the 64-row schedule.
+  Fp8Math fp8_math = Fp8Math::kOff;
 };
 
 // Arguments of one decode call (one layer). All tensors on the plan's CUDA device.
@@ -79,6 +93,7 @@ class DecodePlan {
   Backend backend() const noexcept { return backend_; }  // resolved, never kAuto
   int num_parts() const noexcept { return num_parts_; }
   int device() const noexcept { return device_; }
+  Fp8Math fp8_math() const noexcept { return fp8_math_; }
 
   // Bytes of device workspace run() and plan() need (schedule, partial outputs, error word).
   size_t workspace_bytes() const noexcept { return workspace_bytes_; }
@@ -105,6 +120,7 @@ class DecodePlan {
   int m_tiles_ = 0;
   int portable_tile_ = 0;
   int sm90_rows_per_cta_ = 0;  // the sm90 schedule (detail::choose_sm90_schedule)
+  Fp8Math fp8_math_ = Fp8Math::kOff;
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
 };

@@ -29,6 +29,12 @@ void ds_mla_encode_token(const float* latent512, const float* rope64, uint8_t* t
 // Dequantize one ds_mla token to 576 floats (512 latent then 64 rope).
 void ds_mla_decode_token(const uint8_t* token656, float* out576) noexcept;
 
+// FP8-math query quantization (DecodeOptions::fp8_math): the exponent e of the smallest power of two
+// with amax <= 448 * 2^e for a query row's largest magnitude, clamped to [-126, 126]; the row is
+// stored as e4m3(q * 2^-e) (exact scaling, then round to nearest even). 0 for amax == 0 and for a
+// non-finite amax. The GPU kernel computes the same with the same bit arithmetic.
+int fp8_math_query_exponent(float amax) noexcept;
+
 // Per-tensor e4m3 with a float scale: stored = e4m3(x / scale); value = float(stored) * scale.
 uint8_t e4m3_encode_scaled(float x, float scale) noexcept;
 

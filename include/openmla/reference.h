@@ -12,7 +12,11 @@ namespace openmla::reference {
 // GPU path (shape checks), then applies the device-side guards of docs/validation.md: rows of a
 // request with a bad seqlen or page id get NaN (not an exception), length 0 gives out 0, lse -inf.
 // Returns the DeviceErrorBits the GPU kernel would raise for the same input.
-unsigned decode(const DecodeArgs& args, const DecodeShape& shape);
+// math kQkAndPv (fp8_e4m3 caches): the FP8-math kernel's arithmetic (DecodeOptions::fp8_math): each
+// query row quantized as the kernel does, then float64 over the quantized operands, with each
+// weight rounded as the kernel rounds P (e4m3(256 p) under a power-of-two base) and the row sums
+// and LSE from the unrounded weights.
+unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math = Fp8Math::kOff);
 
 // CPU write_kv into a CPU cache with the same codecs (and skip rules) as the GPU writer.
 // Returns DeviceErrorBits (kDeviceErrorSlotOutOfRange for slots beyond the cache).

@@ -33,6 +33,7 @@ from ._C import (
     DecodePlan,
     DecodeShape,
     DType,
+    Fp8Math,
     KVFormat,
     PageCopy,
     PagePool,
@@ -63,6 +64,7 @@ class DeviceError(enum.IntFlag):
 
 __all__ = [
     "Backend",
+    "Fp8Math",
     "DS_MLA_BYTES_PER_TOKEN",
     "DType",
     "DecodePlan",

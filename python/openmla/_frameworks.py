@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import _C
-from ._C import Backend, DType, KVFormat
+from ._C import Backend, DType, Fp8Math, KVFormat
 
 _DTYPE_NAMES = {
     "bfloat16": DType.bfloat16,
@@ -85,6 +85,14 @@ def as_backend(value: Any) -> Backend:
     if isinstance(value, str) and value in ("auto", "portable", "sm90"):
         return getattr(Backend, value)
     raise ValueError(f"backend: expected 'auto', 'portable', 'sm90' or an openmla.Backend, got {value!r}")
+
+
+def as_fp8_math(value: Any) -> Fp8Math:
+    if isinstance(value, Fp8Math):
+        return value
+    if isinstance(value, str) and value in ("off", "qk_and_pv"):
+        return getattr(Fp8Math, value)
+    raise ValueError(f"fp8_math: expected 'off', 'qk_and_pv' or an openmla.Fp8Math, got {value!r}")
 
 
 def as_float(value: Any, name: str) -> float:

@@ -15,6 +15,7 @@ from ._frameworks import (
     as_backend,
     as_dtype,
     as_float,
+    as_fp8_math,
     as_kv_format,
     cuda_device_index,
     empty_like,
@@ -57,6 +58,8 @@ class Decoder:
     plan() and run() must see the same cache_seqlens tensor (same memory). Both only launch
     kernels on the stream (default: PyTorch's current stream), so a step can be captured in a
     torch.cuda.CUDAGraph and replayed after new lengths are copied into cache_seqlens.
+    fp8_math="qk_and_pv" (fp8_e4m3 caches, sm90 only) runs both products on e4m3 tensor cores
+    (docs/hopper-kernel.md, "FP8 math"; accuracy in docs/fp8-accuracy.md).
     The workspace is a torch uint8 tensor unless one is passed (any DLPack CUDA tensor of
     workspace_bytes bytes, 256-byte aligned).
     """
@@ -74,6 +77,7 @@ class Decoder:
         num_parts: int = 0,
         workspace: Any = None,
         stream: Any = None,
+        fp8_math: Any = "off",
     ) -> None:
         self.shape = DecodeShape(
             batch_size=batch_size,
@@ -87,7 +91,8 @@ class Decoder:
         torch = torch_or_none()
         if index < 0 and torch is not None and torch.cuda.is_available():
             index = torch.cuda.current_device()  # torch's notion of "current", not only the runtime's
-        self.plan_ = DecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts, device=index)
+        self.plan_ = DecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts, device=index,
+                                fp8_math=as_fp8_math(fp8_math))
         if workspace is None:
             if torch is None:
                 raise TypeError(

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _C
 from ._C import DType
-from ._frameworks import as_dtype, as_float, kv_format_of
+from ._frameworks import as_dtype, as_float, as_fp8_math, kv_format_of
 from .api import HEAD_DIM_V, shape_of_q
 
 
@@ -35,12 +35,14 @@ def decode(
     out: Any = None,
     lse: Any = None,
     out_dtype: Any = "float64",
+    fp8_math: Any = "off",
 ) -> ReferenceResult:
     """Exact attention (float64 accumulation) over the dequantized cache.
 
     out/lse are NumPy arrays of out_dtype (float64 or float32; lse float32 when out_dtype is
     float32) unless given. Rows of a request whose length or page ids are bad get NaN, as the GPU
-    kernel's guards do; device_errors says which guard fired."""
+    kernel's guards do; device_errors says which guard fired. fp8_math="qk_and_pv" (fp8_e4m3 caches):
+    the arithmetic of Decoder(fp8_math="qk_and_pv") instead (quantized query rows, e4m3 weights)."""
     fmt = kv_format_of(kv_cache, kv_format)
     shape, _, _ = shape_of_q(q, fmt, causal)
     dtype = as_dtype(out_dtype, "out_dtype")
@@ -53,7 +55,7 @@ def decode(
     if lse is None:
         lse = np.empty((b, s_q, h_q), dtype=np_dtype)
     errors = _C.reference.decode(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"),
-                                 out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal))
+                                 out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math))
     return ReferenceResult(out, lse, errors)
 
 

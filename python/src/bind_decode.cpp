@@ -56,6 +56,12 @@ void register_decode(nb::module_& m) {
       .value("portable", Backend::kPortable, "mma.sync kernel, sm_80 and newer")
       .value("sm90", Backend::kSm90, "wgmma/TMA kernel, sm_90a only");
 
+  nb::enum_<Fp8Math>(m, "Fp8Math", "Opt-in FP8 math for per-tensor fp8_e4m3 caches on the sm90 backend.")
+      .value("off", Fp8Math::kOff, "bf16/fp16 math on the exactly dequantized cache (default)")
+      .value("qk_and_pv", Fp8Math::kQkAndPv,
+             "query quantized per row (power-of-two scale); Q K^T and P V on e4m3 tensor cores");
+  m.def("fp8_math_name", &fp8_math_name, "math"_a);
+
   m.def("kv_format_name", &kv_format_name, "format"_a);
   m.def(
       "parse_kv_format",
@@ -103,16 +109,19 @@ void register_decode(nb::module_& m) {
       "(one small kernel, no host sync); per layer: run(...). Both are capturable in a CUDA graph.")
       .def(
           "__init__",
-          [](DecodePlan* self, const DecodeShape& shape, Backend backend, int num_parts, int device) {
+          [](DecodePlan* self, const DecodeShape& shape, Backend backend, int num_parts, int device,
+             Fp8Math fp8_math) {
             DecodeOptions options;
             options.backend = backend;
             options.num_parts = num_parts;
+            options.fp8_math = fp8_math;
             new (self) DecodePlan(shape, options, device);
           },
-          "shape"_a, "backend"_a = Backend::kAuto, "num_parts"_a = 0, "device"_a = -1)
+          "shape"_a, "backend"_a = Backend::kAuto, "num_parts"_a = 0, "device"_a = -1, "fp8_math"_a = Fp8Math::kOff)
       .def_prop_ro("shape", &DecodePlan::shape)
       .def_prop_ro("backend", &DecodePlan::backend)
       .def_prop_ro("num_parts", &DecodePlan::num_parts)
+      .def_prop_ro("fp8_math", &DecodePlan::fp8_math)
       .def_prop_ro("device", &DecodePlan::device)
       .def_prop_ro("workspace_bytes", &DecodePlan::workspace_bytes)
       .def(

@@ -36,7 +36,7 @@ DecodeShape shape_from_q(const TensorView& q, KVFormat kv_format, bool causal) {
 
 unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
                           float softmax_scale, nb::handle out, nb::handle lse, KVFormat kv_format, float kv_scale,
-                          bool causal) {
+                          bool causal, Fp8Math fp8_math) {
   Input q_t = input_tensor(q, "q");
   Input kv_t = input_tensor(kv_cache, "kv_cache");
   Input table_t = input_tensor(block_table, "block_table");
@@ -56,7 +56,7 @@ unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_ta
   args.lse = lse_t.view;
   try {
     nb::gil_scoped_release release;
-    return reference::decode(args, shape);
+    return reference::decode(args, shape, fp8_math);
   } catch (const Error& e) {
     const std::string message = e.what();
     if (message.rfind("shape.", 0) == 0) throw Error(e.status(), "q: " + message);  // derived from q
@@ -178,8 +178,9 @@ void register_reference(nb::module_& m) {
   nb::module_ ref = m.def_submodule("reference", "CPU oracle (float64 accumulation) on CPU tensors.");
   ref.def("decode", &reference_decode, "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(),
           "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a,
-          "kv_scale"_a = 1.0f, "causal"_a = true,
-          "Exact attention; returns the DeviceErrorBits the GPU kernel would raise for the same input.");
+          "kv_scale"_a = 1.0f, "causal"_a = true, "fp8_math"_a = Fp8Math::kOff,
+          "Exact attention (fp8_math qk_and_pv: the FP8-math kernel's arithmetic); returns the DeviceErrorBits "
+          "the GPU kernel would raise for the same input.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),
           "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
           "CPU write_kv with the GPU writer's codecs and skip rules; returns DeviceErrorBits.");

@@ -97,3 +97,41 @@ def decode(q: np.ndarray, kv: np.ndarray, block_table: np.ndarray, seqlens: np.n
             out[r, i] = (p / denom) @ k[:, :D_V]
             lse[r, i] = (m + np.log(denom))[:, 0]
     return out, lse
+
+
+def fp8_math_quantize_q(q: np.ndarray) -> np.ndarray:
+    """FP8 math's query rows (float64 [..., 576]): e4m3(q * 2^-e) * 2^e, e the smallest integer with
+    max|q| <= 448 * 2^e (per row, in float32 arithmetic as the kernel)."""
+    amax = np.abs(q).max(axis=-1, keepdims=True).astype(np.float32)
+    m, e = np.frexp(amax)
+    e = np.where(amax > 0, np.clip(e.astype(np.int64) - 9 + (m > 0.875), -126, 126), 0)
+    scaled = np.ldexp(q, -e)
+    return np.ldexp(E4M3[e4m3_bits(scaled)], e)
+
+
+def decode_fp8_math(q: np.ndarray, kv: np.ndarray, block_table: np.ndarray, seqlens: np.ndarray, scale: float,
+                    causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """DecodeOptions::fp8_math, two-pass: quantized query rows; weights e4m3(256 p) / 256 with
+    p = 2^(x - ceil(max x)) (x = score in log2 units); sums and lse from the unrounded p."""
+    b, s_q, h, _ = q.shape
+    q = fp8_math_quantize_q(q)
+    out = np.zeros((b, s_q, h, D_V))
+    lse = np.full((b, s_q, h), -np.inf)
+    for r in range(b):
+        n = int(seqlens[r])
+        if n == 0:
+            continue
+        pages = block_table[r, : (n + PAGE - 1) // PAGE]
+        keys = kv[pages].reshape(-1, D_QK)[:n]
+        for i in range(s_q):
+            visible = n - s_q + i + 1 if causal else n
+            k = keys[:visible]
+            x = q[r, i] @ k.T * scale * np.log2(np.e)  # [h, visible]
+            base = np.ceil(x.max(axis=1, keepdims=True))
+            p = np.exp2(x - base)
+            w = E4M3[e4m3_bits(256.0 * p)] / 256.0
+            denom = p.sum(axis=1, keepdims=True)
+            out[r, i] = (w / denom) @ k[:, :D_V]
+            lse[r, i] = (base * np.log(2.0) + np.log(denom))[:, 0]
+    return out, lse
+

@@ -141,6 +141,37 @@ def test_decode_non_causal_fp16_query():
     _check_decode("fp16", [3, 70], s_q=3, h=32, causal=False, q_dtype="float16", seed=3)
 
 
+@pytest.mark.parametrize("s_q", [1, 3])
+def test_decode_fp8_math_matches_two_pass_numpy(s_q):
+    rng = np.random.default_rng(20 + s_q)
+    kv_scale = 0.25  # a power of two: the float32 cache scale is then exact in the float64 NumPy model
+    seqlens = [s_q, 40, 64, 300]
+    cache = make_cache("fp8_e4m3", seqlens, rng, scale=kv_scale)
+    q_arg, q64 = _random_q(rng, len(seqlens), s_q, 8, "bfloat16")
+    scale = float(np.float32(0.07))
+    got = openmla.reference.decode(q_arg, cache.arg, cache.block_table, cache.seqlens, scale, kv_format="fp8_e4m3",
+                                   kv_scale=kv_scale, fp8_math="qk_and_pv")
+    kv = ref.dequantize(cache.storage.reshape(cache.storage.shape[0], ref.PAGE, -1), "fp8_e4m3", kv_scale)
+    out, lse = ref.decode_fp8_math(q64, kv, cache.block_table, cache.seqlens, scale, True)
+    # Equal but for weights below 2^-14 of their base (e4m3 subnormals, a base-dependent grid).
+    np.testing.assert_allclose(got.out, out, rtol=0, atol=1e-4 * np.abs(out).max())
+    np.testing.assert_allclose(got.lse, lse, rtol=1e-12, atol=1e-12)
+    exact, _ = ref.decode(q64, kv, cache.block_table, cache.seqlens, scale, True)
+    assert np.abs(got.out - exact).max() > 1e-3 * np.abs(exact).max()  # it is not the exact arithmetic
+
+
+def test_fp8_math_needs_a_per_tensor_e4m3_cache():
+    rng = np.random.default_rng(9)
+    cache = make_cache("bf16", [5], rng)
+    q_arg, _ = _random_q(rng, 1, 1, 8, "bfloat16")
+    with pytest.raises(ValueError, match="fp8_e4m3"):
+        openmla.reference.decode(q_arg, cache.arg, cache.block_table, cache.seqlens, 0.1, fp8_math="qk_and_pv")
+    with pytest.raises(ValueError, match="fp8_math"):
+        openmla.reference.decode(q_arg, cache.arg, cache.block_table, cache.seqlens, 0.1, fp8_math="fast")
+    with pytest.raises(ValueError, match="options.fp8_math"):  # checked before any device query
+        openmla.DecodePlan(openmla.DecodeShape(batch_size=1, num_heads=16), fp8_math=openmla.Fp8Math.qk_and_pv)
+
+
 def test_decode_length_zero_gives_zero_and_minus_inf():
     result = _check_decode("bf16", [0, 5, 0], s_q=1, h=16, causal=True, seed=4)
     assert np.all(result.out[[0, 2]] == 0.0)

@@ -98,6 +98,13 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   if (options.sm90_rows_per_cta != 0 && options.sm90_rows_per_cta != 16 && options.sm90_rows_per_cta != 32 &&
       options.sm90_rows_per_cta != 64)
     detail::fail_arg("options.sm90_rows_per_cta", "0 (automatic), 16, 32 or 64", options.sm90_rows_per_cta);
+  if (options.fp8_math != Fp8Math::kOff && options.fp8_math != Fp8Math::kQkAndPv)
+    detail::fail_arg("options.fp8_math", "kOff or kQkAndPv", static_cast<int>(options.fp8_math));
+  if (options.fp8_math != Fp8Math::kOff && shape.kv_format != KVFormat::kFP8E4M3)
+    detail::fail_arg("options.fp8_math", std::string("kOff for a ") + kv_format_name(shape.kv_format) +
+                                             " cache (FP8 math reads per-tensor fp8_e4m3 caches only)",
+                     fp8_math_name(options.fp8_math));
+  fp8_math_ = options.fp8_math;
 
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -115,6 +122,10 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
                  prop.minor, " (", prop.name, ")");
   }
   backend_ = resolve_backend(options.backend, prop);
+  if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)
+    detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(fp8_math_),
+                 " runs on the sm90 backend only; the resolved backend is ", backend_name(backend_), " (", prop.name,
+                 ")");
   programmatic_launch_ = prop.major >= 9;  // griddepcontrol exists from sm_90 on
   num_sms_ = prop.multiProcessorCount;
 
@@ -127,10 +138,13 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
     const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta);
+        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta,
+                                     fp8_math_);
     if (schedule.rows_per_cta == 0)
       detail::fail_arg("options.sm90_rows_per_cta",
-                       "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
+                       fp8_math_ != Fp8Math::kOff
+                           ? "0 or 64 with options.fp8_math (FP8 math runs the 64-row schedule)"
+                           : "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
                        std::to_string(options.sm90_rows_per_cta) + " for " + std::to_string(rows) + " rows, " +
                            kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
     tile_rows = schedule.rows_per_cta;
@@ -220,7 +234,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
     const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_);
+        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_, fp8_math_);
     OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, schedule, programmatic_launch_, stream));
 #endif
   } else {

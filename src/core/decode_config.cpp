@@ -7,6 +7,18 @@
 #include "kernels/common/schedule.h"
 #include "kernels/sm80/decode/tiles.h"
 
+namespace openmla {
+
+const char* fp8_math_name(Fp8Math m) noexcept {
+  switch (m) {
+    case Fp8Math::kOff: return "off";
+    case Fp8Math::kQkAndPv: return "qk_and_pv";
+  }
+  return "unknown";
+}
+
+}  // namespace openmla
+
 namespace openmla::detail {
 namespace {
 
@@ -77,7 +89,12 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 
-Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows) noexcept {
+Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows,
+                                  Fp8Math math) noexcept {
+  if (math != Fp8Math::kOff) {
+    const bool runs = format == KVFormat::kFP8E4M3 && (requested_rows == 0 || requested_rows == 64);
+    return runs ? kSm90WideFp8Math : Sm90Schedule{};
+  }
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
   switch (requested_rows) {

@@ -39,18 +39,23 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // CTA per SM, for every cache format; "narrow", 16 rows and two CTAs per SM (or, opt-in, 32 rows and
 // one), for per-tensor e4m3 caches and ds_mla caches with a bf16 query. rows_per_cta 0: the
 // requested schedule cannot run the shape.
+// "FP8 math" (opt-in, per-tensor e4m3): the wide schedule with both products on e4m3 wgmma.
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;
   bool narrow = false;
+  bool fp8_math = false;
 };
-inline constexpr Sm90Schedule kSm90Wide{64, 1, false};
-inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true};
-inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true};
+inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false};
+inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false};
+inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false};
+inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true};
 
 // The schedule for rows = s_q * h_q. requested_rows: 0 (automatic: narrow for <= 16 rows where the
 // format allows, wide otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta.
-Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows) noexcept;
+// math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64.
+Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows,
+                                  Fp8Math math = Fp8Math::kOff) noexcept;
 
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;

@@ -13,6 +13,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -230,8 +231,8 @@ struct DecodeTask {
 
 class ReferenceDecoder {
  public:
-  ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape)
-      : args_(args), shape_(shape), kernels_(select_page_kernels()) {}
+  ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math)
+      : args_(args), shape_(shape), math_(math), kernels_(select_page_kernels()) {}
 
   int64_t seqlen(int r) const { return static_cast<const int32_t*>(args_.cache_seqlens.data)[r]; }
   const int32_t* table_row(int r) const {
@@ -263,6 +264,7 @@ class ReferenceDecoder {
       const int row = task.row_begin + k, i = row / h_q, h = row % h_q;
       const int64_t q_base = r * q.strides[0] + i * q.strides[1] + h * q.strides[2];
       for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_half(q, q_base + c * q.strides[3]);
+      if (math_ == Fp8Math::kQkAndPv) quantize_query_row(&w.q_rows[k * kHeadDimQK]);
       // Query token i sits at KV position seqlen - s_q + i; causal lets it see positions <= its own.
       w.visible[k] = shape_.causal && s_q > 1 ? len - s_q + i + 1 : len;
       w.row_max[k] = -kInf;
@@ -282,7 +284,8 @@ class ReferenceDecoder {
         }
       }
       kernels_.scores(w.q_rows.data(), rows, w.k_t.data(), w.scores.data());
-      for (int k = 0; k < rows; ++k) {
+      for (int k = 0; k < rows && math_ == Fp8Math::kQkAndPv; ++k) fp8_weights(w, k, first, count);
+      for (int k = 0; k < rows && math_ == Fp8Math::kOff; ++k) {
         // Tokens of this page the row sees; the others get weight 0 (their scores are ignored).
         const int n = static_cast<int>(std::clamp<int64_t>(w.visible[k] - first, 0, count));
         double* s = &w.scores[k * kPageSize];
@@ -311,13 +314,57 @@ class ReferenceDecoder {
         continue;
       }
       for (int c = 0; c < kHeadDimV; ++c) values[c] /= w.row_sum[k];
-      write_row(r, task.row_begin + k, values, w.row_max[k] + std::log(w.row_sum[k]));
+      // FP8 math keeps the running maximum as a base in log2 units (below).
+      const double max_term = math_ == Fp8Math::kQkAndPv ? w.row_max[k] * kLn2 : w.row_max[k];
+      write_row(r, task.row_begin + k, values, max_term + std::log(w.row_sum[k]));
     }
   }
 
  private:
+  static constexpr double kLn2 = 0.69314718055994530942;
+  static constexpr double kLog2e = 1.44269504088896340736;
+
+  // Fp8Math::kQkAndPv: the row as the kernel quantizes it, e4m3(q * 2^-e) * 2^e.
+  static void quantize_query_row(double* q576) {
+    float amax = 0.0f;
+    for (int c = 0; c < kHeadDimQK; ++c) amax = std::max(amax, std::fabs(static_cast<float>(q576[c])));
+    const int e = fp8::fp8_math_query_exponent(amax);
+    for (int c = 0; c < kHeadDimQK; ++c) {
+      const float scaled = std::ldexp(static_cast<float>(q576[c]), -e);  // exact
+      q576[c] = std::ldexp(static_cast<double>(fp8::e4m3_to_float(fp8::e4m3_from_float(scaled))), e);
+    }
+  }
+
+  // Fp8Math::kQkAndPv weights of row k over one page, as the kernel forms them: x = score in log2
+  // units, base = ceil(running max of x) (row_max holds it), p = 2^(x - base) summed unrounded,
+  // the weight e4m3(256 p) / 256. Every base change is a power of two, so the weights equal the
+  // kernel's whatever its tiles and splits (up to e4m3 subnormals, p < 2^-14).
+  void fp8_weights(RowScratch& w, int k, int64_t first, int count) const {
+    const int n = static_cast<int>(std::clamp<int64_t>(w.visible[k] - first, 0, count));
+    double* s = &w.scores[k * kPageSize];
+    const double scale_log2 = static_cast<double>(args_.softmax_scale) * kLog2e;
+    double page_max = -kInf;
+    for (int t = 0; t < n; ++t) {
+      s[t] *= scale_log2;
+      page_max = std::max(page_max, s[t]);
+    }
+    const double base = std::max(w.row_max[k], std::ceil(page_max));
+    if (base > w.row_max[k]) {
+      const double correction = std::exp2(w.row_max[k] - base);  // 0 from -inf
+      for (int c = 0; c < kHeadDimV; ++c) w.acc[k * kHeadDimV + c] *= correction;
+      w.row_sum[k] *= correction;
+      w.row_max[k] = base;
+    }
+    for (int t = 0; t < kPageSize; ++t) {
+      const double p = t < n ? std::exp2(s[t] - w.row_max[k]) : 0.0;
+      w.row_sum[k] += p;
+      s[t] = static_cast<double>(fp8::e4m3_to_float(fp8::e4m3_from_float(static_cast<float>(256.0 * p)))) / 256.0;
+    }
+  }
+
   const DecodeArgs& args_;
   const DecodeShape& shape_;
+  Fp8Math math_;
   PageKernels kernels_;
 };
 
@@ -331,10 +378,13 @@ int reference_threads(size_t tasks) {
 
 }  // namespace
 
-unsigned decode(const DecodeArgs& args, const DecodeShape& shape) {
+unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) {
   detail::validate_decode_args(args, shape, DeviceType::kCPU, 0, detail::DecodeOutputs::kReference);
+  if (math != Fp8Math::kOff && (math != Fp8Math::kQkAndPv || shape.kv_format != KVFormat::kFP8E4M3))
+    throw Error(Status::kInvalidArgument, std::string("math: expected kOff, or kQkAndPv with an fp8_e4m3 cache, got ") +
+                                              fp8_math_name(math) + " with " + kv_format_name(shape.kv_format));
   const int rows = shape.q_len * shape.num_heads;
-  const ReferenceDecoder decoder(args, shape);
+  const ReferenceDecoder decoder(args, shape, math);
   unsigned errors = kDeviceErrorNone;
   std::vector<DecodeTask> tasks;
   for (int r = 0; r < shape.batch_size; ++r) {

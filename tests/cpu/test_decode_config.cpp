@@ -54,8 +54,17 @@ TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
 
 TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   const auto is = [](const Sm90Schedule& s, const Sm90Schedule& want) {
-    return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow;
+    return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow &&
+           s.fp8_math == want.fp8_math;
   };
+  // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
+  for (int rows : {8, 16, 64, 2048}) {
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+    EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla})
+      EXPECT_EQ(choose_sm90_schedule(f, true, rows, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);
+  }
   // Automatic: narrow for <= 16 rows of e4m3 (either query) or ds_mla with a bf16 query, else wide.
   for (int rows : {8, 16}) {
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 0), kSm90Narrow16));

@@ -271,6 +271,30 @@ TEST(DsMla, ZeroAndNonFiniteTiles) {
   for (int i = kHeadDimV; i < kHeadDimQK; ++i) EXPECT_EQ(decoded[i], 0.0f);
 }
 
+TEST(Fp8Math, QueryExponentIsTheSmallestThatFits) {
+  EXPECT_EQ(fp8_math_query_exponent(448.0f), 0);
+  EXPECT_EQ(fp8_math_query_exponent(std::nextafter(448.0f, 1e9f)), 1);
+  EXPECT_EQ(fp8_math_query_exponent(224.0f), -1);
+  EXPECT_EQ(fp8_math_query_exponent(std::nextafter(224.0f, 1e9f)), 0);
+  EXPECT_EQ(fp8_math_query_exponent(1.0f), -8);  // 1 <= 448 * 2^-8 = 1.75
+  EXPECT_EQ(fp8_math_query_exponent(1.75f), -8);
+  EXPECT_EQ(fp8_math_query_exponent(1.76f), -7);
+  EXPECT_EQ(fp8_math_query_exponent(0.0f), 0);
+  EXPECT_EQ(fp8_math_query_exponent(std::numeric_limits<float>::infinity()), 0);
+  EXPECT_EQ(fp8_math_query_exponent(std::numeric_limits<float>::quiet_NaN()), 0);
+  EXPECT_EQ(fp8_math_query_exponent(1e-40f), -126);  // subnormal amax: clamped
+  EXPECT_EQ(fp8_math_query_exponent(3e38f), 120);
+  // Against the definition on random magnitudes: amax <= 448 * 2^e < 2 * amax.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> log_mag(-30.0, 30.0);
+  for (int i = 0; i < 10000; ++i) {
+    const float amax = static_cast<float>(std::exp2(log_mag(rng)));
+    const int e = fp8_math_query_exponent(amax);
+    EXPECT_LE(static_cast<double>(amax), std::ldexp(448.0, e)) << amax;
+    EXPECT_GT(2.0 * amax, std::ldexp(448.0, e)) << amax;
+  }
+}
+
 TEST(E4M3, ScaledEncoding) {
   const float scale = 0.037f;
   std::mt19937_64 rng(3);

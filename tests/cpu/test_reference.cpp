@@ -33,9 +33,25 @@ int64_t q_index(const DecodeData& d, int r, int i, int h, int c) {
   return ((static_cast<int64_t>(r) * d.c.q_len + i) * d.c.num_heads + h) * kHeadDimQK + c;
 }
 
+// The FP8-math query row (DecodeOptions::fp8_math): e4m3(q * 2^-e) * 2^e, spelled out here.
+std::vector<long double> fp8_math_query(const DecodeData& d, int r, int i, int h) {
+  float amax = 0.0f;
+  for (int c = 0; c < kHeadDimQK; ++c) amax = std::max(amax, std::fabs(static_cast<float>(q_value(d, q_index(d, r, i, h, c)))));
+  const int e = fp8::fp8_math_query_exponent(amax);
+  std::vector<long double> q(kHeadDimQK);
+  for (int c = 0; c < kHeadDimQK; ++c) {
+    const float x = std::ldexp(static_cast<float>(q_value(d, q_index(d, r, i, h, c))), -e);
+    q[c] = std::ldexp(static_cast<long double>(fp8::e4m3_to_float(fp8::e4m3_from_float(x))), e);
+  }
+  return q;
+}
+
 // Straightforward two-pass softmax in long double, one row at a time: shares nothing with the
 // reference's online, page-blocked loop except read_kv_token (tested in test_write_kv_ref.cpp).
-ReferenceResult naive_reference(const DecodeData& d) {
+// fp8_math: the FP8-math arithmetic in its two-pass form (quantized query; base = ceil of the
+// row's largest score in log2 units; weight e4m3(256 p) / 256 with p = 2^(x - base); sums and LSE
+// from the unrounded p), against which the reference's running-base version must agree.
+ReferenceResult naive_reference(const DecodeData& d, bool fp8_math = false) {
   const DecodeArgs args = d.host_args();
   const int b = d.c.batch_size, s_q = d.c.q_len, h_q = d.c.num_heads;
   ReferenceResult res;
@@ -60,12 +76,32 @@ ReferenceResult naive_reference(const DecodeData& d) {
         }
         std::vector<long double> scores(visible);
         long double max_score = -INFINITY;
+        std::vector<long double> q(kHeadDimQK);
+        for (int c = 0; c < kHeadDimQK; ++c) q[c] = q_value(d, q_index(d, r, i, h, c));
+        if (fp8_math) q = fp8_math_query(d, r, i, h);
         for (int t = 0; t < visible; ++t) {
           long double dot = 0;
-          for (int c = 0; c < kHeadDimQK; ++c)
-            dot += static_cast<long double>(q_value(d, q_index(d, r, i, h, c))) * kv[t * kHeadDimQK + c];
+          for (int c = 0; c < kHeadDimQK; ++c) dot += q[c] * kv[t * kHeadDimQK + c];
           scores[t] = dot * args.softmax_scale;
           max_score = std::max(max_score, scores[t]);
+        }
+        if (fp8_math) {
+          const long double log2e = 1.442695040888963407359924681001892137L;
+          const long double base = std::ceil(max_score * log2e);
+          long double sum = 0;
+          std::vector<long double> weight(visible);
+          for (int t = 0; t < visible; ++t) {
+            const long double p = std::exp2(scores[t] * log2e - base);
+            sum += p;
+            weight[t] = fp8::e4m3_to_float(fp8::e4m3_from_float(static_cast<float>(256.0L * p))) / 256.0L;
+          }
+          for (int c = 0; c < kHeadDimV; ++c) {
+            long double acc = 0;
+            for (int t = 0; t < visible; ++t) acc += weight[t] * kv[t * kHeadDimQK + c];
+            res.out[row * kHeadDimV + c] = static_cast<double>(acc / sum);
+          }
+          res.lse[row] = static_cast<double>(base * std::log(2.0L) + std::log(sum));
+          continue;
         }
         long double sum = 0;
         for (int t = 0; t < visible; ++t) sum += std::exp(scores[t] - max_score);
@@ -135,6 +171,44 @@ void set_token(DecodeData& d, int r, int t, const float* values576) {
 }
 
 float bf16_round(float x) { return fp8::bf16_to_float(fp8::float_to_bf16(x)); }
+
+TEST(Reference, Fp8MathMatchesTwoPassQuantizedSoftmax) {
+  // The reference's running base (a power of two per change) must round every weight as the
+  // two-pass form with the final base does; across lengths (one page, partial, many), causal.
+  for (int q_len : {1, 3}) {
+    DecodeCase c;
+    c.batch_size = 5;
+    c.q_len = q_len;
+    c.num_heads = 8;
+    c.kv_format = KVFormat::kFP8E4M3;
+    c.kv_fp8_scale = 0.05f;
+    c.q_log2_scale = 7;  // a query far from 1: the per-row exponent matters
+    c.softmax_scale = std::ldexp(1.0f / 24.0f, -7 + 4);  // peaky rows too
+    c.seqlens = {3, 5, 64, 130, 700};
+    c.seed = 11 + q_len;
+    const DecodeData d = make_decode_data(c);
+    const ReferenceResult fp8 = run_reference(d, Fp8Math::kQkAndPv);
+    // Equal but for weights below 2^-14 of their base (e4m3 subnormals of 256 p, rounded on a grid
+    // that depends on the base): each off by < 2^-18 of the largest weight.
+    expect_close(fp8, naive_reference(d, true), 1e-4, "fp8 math vs two-pass");
+    // And it is not the exact arithmetic (the test could not fail otherwise): the quantized query
+    // and weights move the outputs (on these peaky rows, by up to ~30% of the largest output where
+    // near-tied scores swap; docs/fp8-accuracy.md).
+    const ReferenceResult exact = run_reference(d);
+    double worst = 0, scale = 0;
+    for (size_t k = 0; k < exact.out.size(); ++k) {
+      worst = std::max(worst, std::fabs(fp8.out[k] - exact.out[k]));
+      scale = std::max(scale, std::fabs(exact.out[k]));
+    }
+    EXPECT_GT(worst / scale, 1e-4);
+    EXPECT_LT(worst / scale, 1.0);
+  }
+  // Only for per-tensor e4m3 caches.
+  DecodeCase c;
+  c.seqlens = {5};
+  const DecodeData d = make_decode_data(c);
+  EXPECT_THROW(run_reference(d, Fp8Math::kQkAndPv), Error);
+}
 
 TEST(Reference, EqualScoresGiveTheMeanOfValues) {
   DecodeCase c;

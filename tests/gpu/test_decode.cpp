@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -13,6 +14,7 @@
 #include "common/decode_data.h"
 #include "gpu/gpu_util.h"
 #include "core/decode_config.h"
+#include "openmla/fp8.h"
 #include "openmla/openmla.h"
 
 namespace openmla::testing {
@@ -380,6 +382,197 @@ TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   EXPECT_NO_THROW(DecodePlan(shape, opt));
 }
 
+// ---- FP8 math (DecodeOptions::fp8_math, sm90 only) -------------------------------------------
+// Held against the reference that does the kernel's arithmetic (reference::decode with
+// Fp8Math::kQkAndPv: the query quantized per row, every weight rounded to e4m3 as the kernel rounds
+// it). Hopper's FP8 tensor cores add the products at reduced precision (measured: scores off by
+// ~6e-4 relative, lse by up to 2e-3), which the float64 reference does not model, and a weight whose
+// 256 p lies that close to an e4m3 rounding midpoint rounds the other way (one step = 1/8 to 1/16 of
+// the weight). So lse gets 5e-3 instead of 1e-4, and out keeps 1e-2 for 97% of the elements with
+// every element within 0.2 (a flip of a dominant weight moves a short row by up to ~10%). A layout
+// or indexing error moves almost every element far beyond that. Each case prints its worst errors.
+constexpr double kFp8MathOutTol = 1e-2;
+constexpr double kFp8MathLseTol = 5e-3;
+constexpr OutSlack kFp8MathSlack{0.97, 0.2};
+
+void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
+                                      OutSlack slack);
+
+// Whether this GPU runs FP8 math (the sm90 backend); elsewhere the option must be refused.
+bool fp8_math_runs_here() {
+  DecodeShape shape;
+  shape.batch_size = 1;
+  shape.num_heads = 16;
+  shape.kv_format = KVFormat::kFP8E4M3;
+  DecodeOptions opt;
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  try {
+    DecodePlan plan(shape, opt);
+    return plan.backend() == Backend::kSm90;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("options.fp8_math"), std::string::npos) << e.what();
+    return false;
+  }
+}
+
+CompareResult expect_fp8_math_matches(const DecodeCase& c, DecodeOptions opt = {}, OutSlack slack = kFp8MathSlack) {
+  SCOPED_TRACE(c.describe());
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  DecodeData d = make_decode_data(c);
+  ReferenceResult ref = run_reference(d, Fp8Math::kQkAndPv);
+  GpuDecodeResult gpu = run_gpu(d, opt);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, kFp8MathOutTol, kFp8MathLseTol, slack);
+  EXPECT_TRUE(cmp.ok) << cmp.message;
+  EXPECT_EQ(gpu.device_errors, ref.device_errors)
+      << "device errors " << describe_device_errors(gpu.device_errors) << " vs reference "
+      << describe_device_errors(ref.device_errors);
+  std::printf("[fp8 math] %s parts=%d: out max %.2e (%lld/%lld within %.0e), lse %.2e\n", c.describe().c_str(),
+              opt.num_parts, cmp.max_out_rel_err, static_cast<long long>(cmp.out_within),
+              static_cast<long long>(cmp.out_total), kFp8MathOutTol, cmp.max_lse_rel_err);
+  return cmp;
+}
+
+struct Fp8MathCase {
+  int q_len, num_heads;
+  DType q_dtype;
+};
+
+TEST(Decode, Fp8MathMatchesItsReference) {
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend (refused here, as checked)";
+  const std::vector<Fp8MathCase> cases = {{1, 16, DType::kBFloat16},  {1, 64, DType::kBFloat16},
+                                          {1, 128, DType::kBFloat16}, {2, 128, DType::kBFloat16},
+                                          {4, 32, DType::kBFloat16},  {2, 8, DType::kBFloat16},
+                                          {16, 8, DType::kBFloat16},  {2, 64, DType::kFloat16},
+                                          {1, 16, DType::kFloat16}};
+  for (const Fp8MathCase& k : cases) {
+    DecodeCase c;
+    c.q_len = k.q_len;
+    c.num_heads = k.num_heads;
+    c.q_dtype = k.q_dtype;
+    c.kv_format = KVFormat::kFP8E4M3;
+    c.kv_fp8_scale = 0.05f;
+    const int lo = k.q_len > 1 ? k.q_len : 1;
+    c.seqlens = {0, lo, 17, 63, 64, 65, 200, 1000};
+    c.batch_size = static_cast<int>(c.seqlens.size());
+    c.seed = fresh_seed();
+    expect_fp8_math_matches(c);
+    DecodeOptions few;
+    few.num_parts = 7;  // long segments, and splits with partials for the others
+    expect_fp8_math_matches(c, few);
+  }
+}
+
+TEST(Decode, Fp8MathQueryScalesAndPeakyRows) {
+  // A query far from 1 in magnitude (bf16 ~2^19; per-row exponents) and a softmax scale that makes
+  // a few tokens dominate (weights near 1, where e4m3 is finest, and many near 2^-14). Scores are
+  // large here, so the tensor cores' absolute score error and with it the rounding flips of the
+  // dominant weights are more frequent (measured: 95-99% of elements within 1e-2): 85% required.
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
+  for (int heads : {16, 128}) {
+    DecodeCase c;
+    c.batch_size = 3;
+    c.num_heads = heads;
+    c.kv_format = KVFormat::kFP8E4M3;
+    c.kv_fp8_scale = 0.37f;
+    c.q_log2_scale = 17;
+    c.softmax_scale = std::ldexp(1.0f / 24.0f, -17 + 2);
+    c.seqlens = {1, 100, 1000};
+    c.seed = fresh_seed();
+    expect_fp8_math_matches(c, {}, OutSlack{0.85, 0.25});
+  }
+}
+
+TEST(Decode, Fp8MathLargeBatchSplitAndGuards) {
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
+  DecodeCase c;
+  c.batch_size = 64;
+  c.q_len = 2;
+  c.num_heads = 64;
+  c.kv_format = KVFormat::kFP8E4M3;
+  c.seed = fresh_seed();
+  c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
+  for (int& x : c.seqlens) x = std::max(x, c.q_len);
+  c.seqlens[5] = 5000;  // one long request split over many parts
+  DecodeData d = make_decode_data(c);
+  d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
+  ReferenceResult ref = run_reference(d, Fp8Math::kQkAndPv);
+  DecodeOptions opt;
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  GpuDecodeResult gpu = run_gpu(d, opt);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack);
+  EXPECT_TRUE(cmp.ok) << cmp.message;
+  EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+}
+
+TEST(Decode, Fp8MathIndependentOfPartCount) {
+  // The weights' rounding does not depend on where a split starts (power-of-two bases) and the
+  // scores are the same in every split, so the results over 1, 3 and 64 parts agree to the outputs'
+  // own rounding (a bf16 step or two) and the lse to float precision.
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
+  DecodeCase c;
+  c.batch_size = 5;
+  c.q_len = 2;
+  c.num_heads = 64;
+  c.kv_format = KVFormat::kFP8E4M3;
+  c.seqlens = {2, 70, 640, 2, 3000};
+  c.seed = fresh_seed();
+  DecodeData d = make_decode_data(c);
+  std::vector<GpuDecodeResult> runs;
+  for (int parts : {1, 3, 64}) {
+    DecodeOptions opt;
+    opt.num_parts = parts;
+    opt.fp8_math = Fp8Math::kQkAndPv;
+    runs.push_back(run_gpu(d, opt));
+  }
+  ReferenceResult one_part;  // the single-part run as the "reference" of the others
+  one_part.out.resize(runs[0].out.size());
+  one_part.lse.assign(runs[0].lse.begin(), runs[0].lse.end());
+  for (size_t k = 0; k < runs[0].out.size(); ++k)
+    one_part.out[k] = d.c.q_dtype == DType::kBFloat16 ? fp8::bf16_to_float(runs[0].out[k]) : fp8::fp16_to_float(runs[0].out[k]);
+  for (size_t i = 1; i < runs.size(); ++i) {
+    CompareResult cmp = compare_decode(d, one_part, runs[i].out, runs[i].lse, 1e-2, 1e-5);
+    EXPECT_TRUE(cmp.ok) << "run " << i << " vs one part: " << cmp.message;
+  }
+}
+
+TEST(Decode, Fp8MathGraphReplayEqualsEager) {
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
+  DecodeOptions opt;
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  expect_graph_replay_equals_eager(KVFormat::kFP8E4M3, opt, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack);
+}
+
+TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
+  DecodeShape shape;
+  shape.batch_size = 2;
+  shape.num_heads = 16;
+  shape.kv_format = KVFormat::kFP8DsMla;
+  DecodeOptions opt;
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  try {  // not a per-tensor e4m3 cache: refused on any GPU, naming the option
+    DecodePlan plan(shape, opt);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("options.fp8_math"), std::string::npos) << e.what();
+  }
+  shape.kv_format = KVFormat::kFP8E4M3;
+  opt.backend = Backend::kPortable;  // the portable kernel has no FP8 math
+  try {
+    DecodePlan plan(shape, opt);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported);
+  }
+  if (!fp8_math_runs_here()) return;
+  opt.backend = Backend::kSm90;
+  opt.sm90_rows_per_cta = 16;  // FP8 math runs the 64-row schedule only
+  EXPECT_THROW(DecodePlan(shape, opt), Error);
+  opt.sm90_rows_per_cta = 64;
+  EXPECT_NO_THROW(DecodePlan(shape, opt));
+}
+
 TEST(Decode, LargeBatchRandomLengths) {
   DecodeCase c;
   c.batch_size = 128;
@@ -510,17 +703,20 @@ TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
     for (size_t i = 0; i < row_elems; ++i) EXPECT_TRUE(std::isnan(gpu.lse[r * row_elems + i])) << "request " << r;
 }
 
-TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
+// One captured plan + run replayed over changing lengths: bit-equal to eager runs, and right.
+void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
+                                      OutSlack slack) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
   DecodeCase c;
+  c.kv_format = format;
   c.batch_size = 8;
   c.q_len = 2;
   c.num_heads = 64;
   c.seqlens = {1000, 900, 800, 700, 600, 500, 400, 300};  // capacity for every later length
   c.seed = fresh_seed();
   DecodeData d = make_decode_data(c);
-  DecodePlan plan(d.shape, {}, device);
+  DecodePlan plan(d.shape, opt, device);
   DeviceCase dc = upload_case(d);
   dc.workspace = DeviceBuffer(plan.workspace_bytes());
   Stream stream;
@@ -561,13 +757,17 @@ TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
     DecodeData now = d;
     now.seqlens = lens;
     now.c.seqlens = lens;
-    ReferenceResult ref = run_reference(now);
-    CompareResult cmp = compare_decode(now, ref, eager.out, eager.lse);
+    ReferenceResult ref = run_reference(now, opt.fp8_math);
+    CompareResult cmp = compare_decode(now, ref, eager.out, eager.lse, out_tol, lse_tol, slack);
     EXPECT_TRUE(cmp.ok) << "step " << step << ": " << cmp.message;
   }
   EXPECT_EQ(DecodePlan::read_device_errors(dc.workspace.get(), stream.get()), 0u);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
+  expect_graph_replay_equals_eager(KVFormat::kBF16, {}, 1e-2, 1e-4, {});
 }
 
 TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {

@@ -115,6 +115,7 @@ struct InputSet {
 // Everything the background check needs, copied to the host.
 struct CheckJob {
   DecodeShape shape;  // reduced: the sampled requests and heads
+  Fp8Math math = Fp8Math::kOff;  // the kernel's arithmetic (reference::decode)
   float softmax_scale = 0.f;
   int num_pages = 0, max_pages = 0;
   std::vector<uint16_t> q;       // [S, s_q, heads, 576]
@@ -147,7 +148,7 @@ CheckOutcome run_check(const CheckJob& job) {
     args.softmax_scale = job.softmax_scale;
     args.out = make_tensor(out.data(), DType::kFloat32, {s, s_q, h, kHeadDimV});
     args.lse = make_tensor(lse.data(), DType::kFloat32, {s, s_q, h});
-    reference::decode(args, job.shape);
+    reference::decode(args, job.shape, job.math);
 
     double worst_out = 0.0, worst_lse = 0.0;
     const size_t rows_per_request = static_cast<size_t>(s_q) * h;
@@ -267,8 +268,11 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     DecodeOptions decode_options;
     decode_options.backend = options_.backend;
     decode_options.num_parts = options_.num_parts;
+    // FP8 math applies to per-tensor e4m3 caches; the other formats of a run keep their own math.
+    if (format == KVFormat::kFP8E4M3) decode_options.fp8_math = options_.fp8_math;
     const DecodePlan plan(shape, decode_options, options_.device);
     r.backend = backend_name(plan.backend());
+    if (plan.fp8_math() != Fp8Math::kOff) r.backend += std::string("+fp8math");
 
     // Sizes of one input set.
     const int b = config.batch_size, s_q = config.q_len, h_q = config.num_heads;
@@ -410,6 +414,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       const InputSet& set = inputs[0];
       CheckJob job;
       job.shape = shape;
+      job.math = plan.fp8_math();
       job.shape.batch_size = samples;
       job.shape.num_heads = heads;
       job.softmax_scale = softmax_scale;

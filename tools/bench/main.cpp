@@ -51,6 +51,7 @@ const char* kUsage =
     "  --min-set-mib N     KV bytes one pass over the input sets must touch, MiB (default 384)\n"
     "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
+    "  --fp8-math M        off|qk_and_pv: DecodeOptions::fp8_math for the fp8_e4m3 configs (default off)\n"
     "  --device N          CUDA device (default 0)\n"
     "  --seed N            seed of the varlen draws, inputs and block tables (default 2026)\n"
     "  --list              print the selected configurations and exit\n"
@@ -74,6 +75,7 @@ struct Options {
   double min_set_mib = 384;
   double mem_budget_gb = 0;
   int num_parts = 0;
+  Fp8Math fp8_math = Fp8Math::kOff;
   int device = 0;
   uint64_t seed = 2026;
   bool list = false;
@@ -180,6 +182,15 @@ Options parse_options(int argc, char** argv) {
       if (o.mem_budget_gb <= 0) detail::fail_arg("--mem-budget-gb", "> 0", o.mem_budget_gb);
     } else if (arg == "--num-parts") {
       o.num_parts = parse_int("--num-parts", next());
+    } else if (arg == "--fp8-math") {
+      const std::string v = next();
+      if (v == "off") {
+        o.fp8_math = Fp8Math::kOff;
+      } else if (v == "qk_and_pv") {
+        o.fp8_math = Fp8Math::kQkAndPv;
+      } else {
+        detail::fail_arg("--fp8-math", "off or qk_and_pv", "'" + v + "'");
+      }
     } else if (arg == "--device") {
       o.device = parse_int("--device", next());
     } else if (arg == "--seed") {
@@ -287,6 +298,7 @@ int run(int argc, char** argv) {
   info.grid = o.grid;
   info.formats = o.formats_text;
   info.backend_requested = o.backend_text;
+  info.fp8_math = fp8_math_name(o.fp8_math);
   info.replays = o.replays;
   info.check_samples = o.check_samples;
   info.check_heads = o.check_heads;
@@ -299,6 +311,7 @@ int run(int argc, char** argv) {
   go.device = o.device;
   go.backend = o.backend;
   go.num_parts = o.num_parts;
+  go.fp8_math = o.fp8_math;
   go.replays = o.replays;
   go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;
   go.memory_budget_bytes = o.mem_budget_gb * 1e9;

@@ -55,6 +55,7 @@ struct RunInfo {
   int compute_major = 0, compute_minor = 0, num_sms = 0;
   double device_memory_gb = 0.0;
   std::string grid, formats, backend_requested, anchors_file;
+  std::string fp8_math = "off";  // DecodeOptions::fp8_math of the fp8_e4m3 configs
   double min_kv_bytes_per_pass = 0.0;
   int replays = 0, check_samples = 0, check_heads = 0;
   uint64_t seed = 0;

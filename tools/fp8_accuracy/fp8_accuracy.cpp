@@ -302,11 +302,13 @@ AttentionResult attention_emulated(const StudyData& data, const std::vector<doub
     std::vector<double> q_t(static_cast<size_t>(kHeadDimQK) * kHeads);  // [576][8]
     for (int k = 0; k < kHeads; ++k) {
       const double* q_row = &data.q[(static_cast<size_t>(r) * h + h0 + k) * kHeadDimQK];
-      // FP8 QK: the query row quantized to e4m3 with its own scale amax / 448 (one per row).
+      // FP8 QK: the query row quantized to e4m3 as the FP8-math kernel does it: scale 2^e, the
+      // smallest power of two with amax <= 448 * 2^e (fp8::fp8_math_query_exponent).
       double q_scale = 0.0;
       if (math.q_e4m3) {
-        for (int j = 0; j < kHeadDimQK; ++j) q_scale = std::max(q_scale, std::fabs(q_row[j]));
-        q_scale /= 448.0;
+        float amax = 0.0f;
+        for (int j = 0; j < kHeadDimQK; ++j) amax = std::max(amax, static_cast<float>(std::fabs(q_row[j])));
+        q_scale = amax > 0.0f ? std::ldexp(1.0, fp8::fp8_math_query_exponent(amax)) : 0.0;
       }
       for (int j = 0; j < kHeadDimQK; ++j)
         q_t[static_cast<size_t>(j) * kHeads + k] =
@@ -334,15 +336,20 @@ AttentionResult attention_emulated(const StudyData& data, const std::vector<doub
         sum[k] += v;
         weighted[k] += v * centered;
       }
+    // The FP8-math kernel's P: 256 * 2^(x - base) in e4m3 with base = ceil(row max) in log2 units,
+    // i.e. relative to exp(s - max) a factor f = 2^(max log2 e - base) in (1/2, 1].
+    constexpr double kLog2e = 1.4426950408889634;
+    double p_factor[kHeads];
+    for (int k = 0; k < kHeads; ++k) p_factor[k] = std::exp2(mx[k] * kLog2e - std::ceil(mx[k] * kLog2e));
     std::vector<double> out(static_cast<size_t>(kHeads) * kHeadDimV, 0.0);
     for (int t = 0; t < s_k; ++t) {
       const double* value = keys + static_cast<size_t>(t) * kHeadDimQK;
       for (int k = 0; k < kHeads; ++k) {
         // P as the PV product sees it (the row sum above stays in full precision, as in a kernel):
-        // exact, bf16 (the kernels' P), or e4m3 with P <= 1 scaled by 448 into e4m3's range.
+        // exact, bf16 (the kernels' P), or e4m3 as the FP8-math kernel stores it (above).
         double w = p[static_cast<size_t>(t) * kHeads + k];
         if (math.p == PFormat::kBf16) w = bf16_round(w);
-        if (math.p == PFormat::kE4m3) w = e4m3_round_scaled(w, 1.0 / 448.0);
+        if (math.p == PFormat::kE4m3) w = e4m3_round_scaled(w * p_factor[k], 1.0 / 256.0) / p_factor[k];
         double* o = &out[static_cast<size_t>(k) * kHeadDimV];
         for (int c = 0; c < kHeadDimV; ++c) o[c] += w * value[c];
       }

@@ -136,9 +136,10 @@ int main(int argc, char** argv) {
 
   // FP8 math on the per-tensor e4m3 cache (issue #4's FP8-math mode), emulated: which of the two
   // products can take e4m3 operands. h_q = 128 (the compute-bound case the mode is for).
-  std::printf("\nFP8 math over the per-tensor fp8_e4m3 cache (emulated; h_q 128, s_q 1). q e4m3: each query row\n"
-              "quantized with its own scale amax / 448 (Q K^T on e4m3 operands). P e4m3: P = exp(S - max) <= 1\n"
-              "stored as e4m3(448 P) / 448 for P V (the row sum stays exact). Baseline 'e4m3 storage': q exact,\n"
+  std::printf("\nFP8 math over the per-tensor fp8_e4m3 cache (emulated as DecodeOptions::fp8_math computes; h_q 128,\n"
+              "s_q 1). q e4m3: each query row quantized with its own power-of-two scale (the smallest 2^e with\n"
+              "amax <= 448 * 2^e). P e4m3: 256 * 2^(x - ceil(max x)) in e4m3 (x = score in log2 units) for P V\n"
+              "(the row sum stays exact). Baseline 'e4m3 storage': q exact,\n"
               "P bf16, as the FP8-storage kernels compute. 'bf16 cache': the same with bf16 storage.\n\n");
   std::printf("| dist | query | s_k | math | vs e4m3 storage: rel-L2 median | rel-L2 max | lse abs max | vs bf16 cache: rel-L2 median | rel-L2 max |\n");
   std::printf("|---|---|---:|---|---:|---:|---:|---:|---:|\n");

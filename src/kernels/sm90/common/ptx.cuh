@@ -130,6 +130,24 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lbo_
   return d;
 }
 
+// The same for a 64-byte-swizzled K-major operand (TMA's SWIZZLE_64B: 8 rows of 64 B form a 512-B
+// atom; 16-B chunk c of row r sits at c ^ ((r / 2) % 4)): SBO = 512 B between 8-row groups, LBO
+// unused; the second 32-B k-step of a row starts at +32 B. The atom base must be 512-B aligned.
+// 8-bit operands (one 64-B row = 64 e4m3 values = two k32 steps).
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t smem_addr) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>(1) << 16;              // LBO (unused by swizzled K-major layouts)
+  d |= static_cast<uint64_t>(512 >> 4) << 32;       // SBO
+  d |= static_cast<uint64_t>(2) << 62;              // 64-byte swizzle
+  return d;
+}
+
+// Byte offset of 16-B chunk `chunk` (0..3) of row `row` in a 64-B swizzled box.
+__device__ __forceinline__ int sw64_offset(int row, int chunk) {
+  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
 // Byte offset of 16-B chunk `chunk` (0..7) of row `row` in a 128-B swizzled box (the layout above).
 __device__ __forceinline__ int sw128_offset(int row, int chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);

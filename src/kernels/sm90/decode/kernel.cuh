@@ -262,6 +262,9 @@ __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMa
 // P (bf16/fp16) and the rows' new max and alpha into shared memory for the other consumer. The
 // caller makes sure nobody still reads the previous P.
 __device__ __forceinline__ void publish_p(WideSharedStorage& sm, const SoftmaxStep& st, int c, int row0, int row1) {
+  // The quad's other lanes read this row's max and alpha in the previous tile (as the non-owner):
+  // order those reads before lane 0's writes (one warp; racecheck wants the order explicit).
+  __syncwarp();
 #pragma unroll
   for (int n8 = 0; n8 < 8; ++n8) {
     *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row0, n8) + 4 * c) = st.pa[n8 / 2][(n8 % 2) * 2 + 0];

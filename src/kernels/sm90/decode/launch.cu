@@ -10,6 +10,7 @@
 #include "kernels/common/kv_kind.h"
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/config.h"
+#include "kernels/sm90/decode/fp8_math_config.h"
 #include "kernels/sm90/decode/launch.h"
 #include "kernels/sm90/decode/narrow_config.h"
 
@@ -73,6 +74,13 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
   return cudaErrorInvalidValue;
 }
 
+// The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored in boxes of 64 B x 64 tokens
+// with the 64-B swizzle, the K-major layout of its e4m3 wgmma operands.
+cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, KvMaps* maps) {
+  return encode_map(p, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, kHeadDimQK, Fp8MathConfig::kBoxDims,
+                    CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
+}
+
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
 // as rows of 256 B (kNarrowCopyRowBytes), one box per page.
@@ -109,6 +117,8 @@ namespace openmla::kernels {
 static_assert(detail::kSm90Wide.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90Wide.ctas_per_sm == 1);
 static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16>::kRows &&
               detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16>::kCtasPerSm);
+static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
+              detail::kSm90WideFp8Math.ctas_per_sm == 1);
 static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
               detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm);
 
@@ -130,6 +140,11 @@ cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
 
 cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& schedule) {
   if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
+  if (schedule.fp8_math) {
+    if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
+    return q_is_bf16 ? sm90::prepare_fp8_math_decode_kernel<__nv_bfloat16>()
+                     : sm90::prepare_fp8_math_decode_kernel<__half>();
+  }
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
@@ -147,6 +162,12 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
                                const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream) {
   if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
   alignas(64) sm90::KvMaps maps;
+  if (schedule.fp8_math) {
+    if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
+    if (const cudaError_t e = sm90::encode_fp8_math_kv_map(p, &maps); e != cudaSuccess) return e;
+    return q_is_bf16 ? sm90::run_fp8_math_decode<__nv_bfloat16>(p, maps, programmatic, stream)
+                     : sm90::run_fp8_math_decode<__half>(p, maps, programmatic, stream);
+  }
   const cudaError_t e =
       schedule.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
   if (e != cudaSuccess) return e;

@@ -1,0 +1,571 @@
+// sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): fp8_math_config.h.
+//
+// The wide kernel's schedule (kernel.cuh: alternating owners, one tile in flight, a producer
+// warpgroup), with both products on e4m3 wgmma (k = 32, twice the bf16 rate, half the operand bytes):
+//   - Q: each query row quantized once per segment to e4m3 with its own power-of-two scale
+//     (fp8_math_query_exponent: the smallest 2^e with amax <= 448 * 2^e); S is scaled back by it.
+//   - S = Q K^T reads the page as copied (TMA, 64-B swizzle: K-major for both operands).
+//   - O += P V: 8-bit wgmma takes B K-major only, so the producer warps write V^T (512 dims x 64
+//     tokens) per page. Its token order is the one in which P's S-accumulator registers are already
+//     the A fragments of the e4m3 PV (position 32 kk + 16 h + 4 c + j holds token
+//     32 kk + 16 h + 2 c + {0, 1, 8, 9}[j]), so the owner multiplies P from registers without shuffles.
+//   - P = exp2(x - base) with base = ceil(running max) in log2 units, stored as e4m3(256 P): every
+//     rescale factor is a power of two, so a weight's rounding does not depend on the tile order or
+//     the split (e4m3 rounding commutes with powers of two); the row sums add the unrounded P.
+// Guards as in the wide kernel; tokens past seqlen get zero V^T bytes (their scores are masked).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "kernels/common/decode_params.h"
+#include "kernels/common/fp8_registers.cuh"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/ptx.cuh"
+#include "kernels/sm90/common/wgmma_ops.cuh"
+#include "kernels/sm90/decode/fp8_math_config.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels::sm90::fp8_math {
+
+using Cfg = Fp8MathConfig;
+using Smem = Fp8MathSharedStorage;
+
+// ---- operand descriptors (all K-major, 64-B swizzle) -------------------------------------------
+
+// Q (A of S) and K (B of S) for k-step ks of 18: box ks / 2, +32 B for the second half of a row.
+__device__ __forceinline__ uint64_t q_desc(const Smem& sm, int ks) {
+  return sw64_desc(smem_addr(sm.q) + (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
+}
+__device__ __forceinline__ uint64_t k_desc(const Smem& sm, int stage, int ks) {
+  return sw64_desc(smem_addr(sm.k[stage]) + (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
+}
+// V^T half (B of O += P V: N = 256 dims, K = 64 token positions) and P (A: 64 rows x 64 positions).
+__device__ __forceinline__ uint64_t vt_desc(const Smem& sm, int stage, int half, int kk) {
+  return sw64_desc(smem_addr(sm.vt[stage]) + half * Cfg::kVtHalfBytes + kk * 32);
+}
+__device__ __forceinline__ uint64_t p_desc(const Smem& sm, int kk) { return sw64_desc(smem_addr(sm.p) + kk * 32); }
+
+// ---- e4m3 helpers ----------------------------------------------------------------------------
+
+// Two floats -> two e4m3 (round to nearest even, saturating) in the low 16 bits, lo first.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+}
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
+  return e4m3x2(a, b) | (e4m3x2(c, d) << 16);
+}
+
+// fp8_math_query_exponent (include/openmla/fp8.h) on the device: the same bit arithmetic.
+__device__ __forceinline__ int query_exponent(float amax) {
+  const uint32_t bits = __float_as_uint(amax);
+  const int biased = static_cast<int>((bits >> 23) & 0xFF);
+  if (amax == 0.f || biased == 0xFF) return 0;  // zero row, or not finite (the caller's NaN stays NaN)
+  if (biased == 0) return -126;
+  const int e = biased - 135 + ((bits & 0x7FFFFF) > 0x600000 ? 1 : 0);
+  return e < -126 ? -126 : (e > 126 ? 126 : e);
+}
+
+// ---- Q: quantize once per segment ----------------------------------------------------------------
+
+// Q rows of this m-tile as e4m3 (row r over 4 threads, 18 chunks of 8 values each) and each row's
+// scale. Rows past s_q * h_q are zero. 256 consumer threads. Two passes over the row (max, then
+// convert; the second reads hit L1) so that no chunk is held across the reduction.
+template <typename T>
+__device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int m_tile, Smem& sm, int tid) {
+  constexpr int kChunks = kHeadDimQK / 8;     // 72 chunks of 8 values (16 B)
+  constexpr int kPerThread = kChunks / 4;     // 18
+  const int r = tid / 4, part = tid % 4;
+  const int row = m_tile * Cfg::kRows + r;
+  const bool valid = row < p.rows;
+  const uint4* src = reinterpret_cast<const uint4*>(p.q);
+  if (valid) {
+    const int qi = row / p.num_heads, head = row % p.num_heads;
+    src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + q_offset(p, req, qi, head));
+  }
+  float amax = 0.f;
+  if (valid) {
+#pragma unroll 6
+    for (int i = 0; i < kPerThread; ++i) {
+      const uint4 v = src[part + 4 * i];
+      const T* x = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(static_cast<float>(x[j])));
+    }
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const int e = query_exponent(amax);
+  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);  // 2^-e, exact
+  if (part == 0) sm.q_scale[r] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+#pragma unroll 6
+  for (int i = 0; i < kPerThread; ++i) {
+    const int chunk = part + 4 * i;  // dims 8 chunk .. + 8
+    uint2 w = make_uint2(0, 0);
+    if (valid) {
+      const uint4 v = src[chunk];
+      const T* x = reinterpret_cast<const T*>(&v);
+      w.x = e4m3x4(static_cast<float>(x[0]) * inv, static_cast<float>(x[1]) * inv, static_cast<float>(x[2]) * inv,
+                   static_cast<float>(x[3]) * inv);
+      w.y = e4m3x4(static_cast<float>(x[4]) * inv, static_cast<float>(x[5]) * inv, static_cast<float>(x[6]) * inv,
+                   static_cast<float>(x[7]) * inv);
+    }
+    const int box = chunk / 8, in_box = chunk % 8;  // 8 chunks of 8 B per 64-B row
+    *reinterpret_cast<uint2*>(sm.q + box * Cfg::kBoxBytes + sw64_offset(r, in_box / 2) + (in_box % 2) * 8) = w;
+  }
+}
+
+// ---- producer: V^T ---------------------------------------------------------------------------
+
+// Byte transpose of a 4-token x 4-dim block: words a, b, c, d hold dims 0..3 of four tokens (a and
+// b swapped, and c and d, when the lane loaded its token pairs in swapped order); out[e] holds dim
+// e ^ f of the four tokens in position order. The selectors (per lane) do the swaps.
+struct TransposeSelectors {
+  uint32_t lo, hi, even, odd;
+  __device__ TransposeSelectors(int swapped_pairs, int f) {
+    // Stage 1 interleaves byte pairs {0, 1} (lo) and {2, 3} (hi) of a and b; f & 2 exchanges them.
+    const uint32_t s01 = swapped_pairs ? 0x1504u : 0x5140u, s23 = swapped_pairs ? 0x3726u : 0x7362u;
+    lo = (f & 2) ? s23 : s01;
+    hi = (f & 2) ? s01 : s23;
+    // Stage 2 takes the even or odd byte pair of both halves; f & 1 exchanges them.
+    even = (f & 1) ? 0x7632u : 0x5410u;
+    odd = (f & 1) ? 0x5410u : 0x7632u;
+  }
+};
+
+__device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d,
+                                             const TransposeSelectors& sel, uint32_t (&out)[4]) {
+  const uint32_t ab_lo = prmt(a, b, sel.lo), ab_hi = prmt(a, b, sel.hi);
+  const uint32_t cd_lo = prmt(c, d, sel.lo), cd_hi = prmt(c, d, sel.hi);
+  out[0] = prmt(ab_lo, cd_lo, sel.even);
+  out[1] = prmt(ab_lo, cd_lo, sel.odd);
+  out[2] = prmt(ab_hi, cd_hi, sel.even);
+  out[3] = prmt(ab_hi, cd_hi, sel.odd);
+}
+
+// One producer thread's share of V^T: warp w covers dims [128 w, 128 w + 128) (boxes 2w, 2w + 1);
+// lane (k = lane % 16, q = lane / 16) takes dims 4k..4k+3 of each box for the token groups
+// u = 2 tt + q (16 tokens each). Loads: the 32 lanes read two adjacent token rows (q = 1 reads its
+// pairs swapped) = 128 B, conflict-free. Stores: at step e a lane writes dim e ^ f, f = (k / 2) % 4,
+// so the 8 lanes of a quarter-warp write 8 rows with distinct (row mod 8): conflict-free.
+struct TransposeTask {
+  int k, q, f;
+  TransposeSelectors sel;
+  __device__ explicit TransposeTask(int lane) : k(lane % 16), q(lane / 16), f((lane % 16 / 2) % 4), sel(q, f) {}
+};
+
+// Tokens [valid, 64) get zero bytes (valid < 64 only in a request's last page).
+__device__ __forceinline__ void transpose_block(const uint8_t* page, uint8_t* vt, int box, int u,
+                                                const TransposeTask& task, int valid) {
+  const uint8_t* in = page + box * Cfg::kBoxBytes + task.k % 4 * 4;
+  // Position word c of chunk u holds tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the group; a lane with
+  // q = 1 loads each pair swapped (token i ^ 1 into slot i), which the selectors undo.
+  uint32_t out[4][4];  // [e][c]
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = 16 * u + ((2 * c + (i % 2) + 8 * (i / 2)) ^ task.q);
+      w[i] = *reinterpret_cast<const uint32_t*>(in + sw64_offset(token, task.k / 4));
+      if (token >= valid) w[i] = 0;
+    }
+    uint32_t t[4];
+    transpose4x4(w[0], w[1], w[2], w[3], task.sel, t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e][c] = t[e];
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int dim = box * Cfg::kBoxDims + 4 * task.k + (e ^ task.f);
+    *reinterpret_cast<uint4*>(vt + sw64_offset(dim, u)) = make_uint4(out[e][0], out[e][1], out[e][2], out[e][3]);
+  }
+}
+
+// Copy-issuing thread: one page as stored into a stage (9 boxes on k_full). A bad page id is never a
+// coordinate: recorded, the barrier completes without data, the consumers poison the segment.
+__device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const CUtensorMap* map, int stage, int page,
+                                          uint64_t policy) {
+  const bool valid = page >= 0 && page < p.num_pages;
+  uint64_t* bar = &sm.k_full[stage];
+  if (!valid) {
+    atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+    mbarrier_arrive(bar);
+    return;
+  }
+  mbarrier_arrive_expect_tx(bar, Cfg::kPageBytes);
+#pragma unroll
+  for (int box = 0; box < Cfg::kBoxes; ++box)
+    tma_load_3d(sm.k[stage] + box * Cfg::kBoxBytes, map, box * Cfg::kBoxDims, 0, page, bar, policy);
+}
+
+// The producer warpgroup: thread 0 issues the copies a tile ahead (polling the next stage's `empty`
+// barrier between blocks), all 128 threads write V^T of each landed page and arrive on vt_full.
+__device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& part, int part_idx, Smem& sm,
+                                        const CUtensorMap* map) {
+  const int t = threadIdx.x;
+  const bool issuer = t == 0;
+  const TransposeTask task(t % 32);
+  const int warp = t / 32;
+  const uint64_t policy = l2_evict_first_policy();
+  TileCursor cur(p, part, part_idx);
+  TileCursor load = cur;
+  uint32_t issued = 0;
+  auto issue = [&](bool block) {
+    const int stage = issued % Cfg::kStages;
+    const uint32_t parity = ((issued / Cfg::kStages) & 1) ^ 1;
+    if (block) {
+      mbarrier_wait(&sm.empty[stage], parity);
+    } else if (!mbarrier_test_wait(&sm.empty[stage], parity)) {
+      return;
+    }
+    load_page(p, sm, map, stage, p.block_table[load.req * p.block_table_stride + load.block], policy);
+    load.next();
+    ++issued;
+  };
+  for (uint32_t it = 0; cur.valid(); cur.next(), ++it) {
+    const int stage = it % Cfg::kStages;
+    const uint32_t parity = (it / Cfg::kStages) & 1;
+    if (issuer) {
+      while (issued <= it) issue(true);
+    }
+    // Each writer acquires the consumers' release of the stage itself (see fp8_stage.cuh).
+    mbarrier_wait(&sm.empty[stage], parity ^ 1);
+    mbarrier_wait(&sm.k_full[stage], parity);
+    const int seqlen = p.seqlens[cur.req];
+    const int valid = seqlen - cur.block * Cfg::kTokens;  // > 0; >= 64 except in the last page
+#pragma unroll 1
+    for (int blk = 0; blk < 4; ++blk) {  // (box 2 warp + blk / 2, token group 2 (blk % 2) + q)
+      if (issuer && issued == it + 1 && load.valid()) issue(false);
+      transpose_block(sm.k[stage], sm.vt[stage], 2 * warp + blk / 2, 2 * (blk % 2) + task.q, task, valid);
+    }
+    fence_proxy_async();  // V^T is read by wgmma
+    mbarrier_arrive(&sm.vt_full[stage]);
+  }
+}
+
+// ---- consumers -------------------------------------------------------------------------------
+
+// S[64 x 64] = Q K^T over 576 dims, e4m3 (18 x k32).
+__device__ __forceinline__ void issue_qk(Smem& sm, int stage, uint32_t parity, float (&s)[32]) {
+  mbarrier_wait(&sm.k_full[stage], parity);
+  fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDimQK / 32; ++ks) wgmma_m64n64k32_ss_e4m3(s, q_desc(sm, ks), k_desc(sm, stage, ks), ks > 0);
+  wgmma_commit();
+  fence_operands(s);
+}
+
+__device__ __forceinline__ void issue_pv_rs(const Smem& sm, int stage, int half, uint32_t (&pa)[2][4], float (&o)[128]) {
+  fence_operands(o);
+  fence_operands(pa[0]);
+  fence_operands(pa[1]);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) wgmma_m64n256k32_rs_e4m3(o, pa[kk], vt_desc(sm, stage, half, kk), true);
+  wgmma_commit();
+  fence_operands(o);
+  fence_operands(pa[0]);
+  fence_operands(pa[1]);
+}
+
+__device__ __forceinline__ void issue_pv_ss(const Smem& sm, int stage, int half, float (&o)[128]) {
+  fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) wgmma_m64n256k32_ss_e4m3(o, p_desc(sm, kk), vt_desc(sm, stage, half, kk), true);
+  wgmma_commit();
+  fence_operands(o);
+}
+
+__device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
+  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < 128; i += 4) {
+    o[i + 0] *= alpha0;
+    o[i + 1] *= alpha0;
+    o[i + 2] *= alpha1;
+    o[i + 3] *= alpha1;
+  }
+}
+
+struct TileMask {
+  int limit0, limit1;   // keys this thread's two rows may see: < limit
+  int tile_min_limit;   // the m-tile's smallest limit: tiles entirely below it need no mask
+};
+
+// Running state of this thread's two rows: the exponent base (log2 units, an integer; -inf until a
+// key was seen) and this consumer's share of the row sums (unreduced over the quad).
+struct RowState {
+  float b0 = -INFINITY, b1 = -INFINITY;
+  float l0 = 0.f, l1 = 0.f;
+};
+
+struct SoftmaxStep {
+  uint32_t pa[2][4];  // e4m3 A fragments of P V, k-steps 0 and 1
+  float b0, b1;       // new bases
+  float alpha0, alpha1;
+  float sum0, sum1;
+};
+
+// x = S * scale_log2 (the row's Q scale applied); masks, new base = ceil(max), P = exp2(x - base),
+// alpha = exp2(old base - new base) (a power of two), P as e4m3(256 P) in A-fragment order.
+__device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMask& mask, int first_token, int c,
+                                                    const RowState& rs, float scale0, float scale1) {
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    s[4 * n8 + 0] *= scale0;
+    s[4 * n8 + 1] *= scale0;
+    s[4 * n8 + 2] *= scale1;
+    s[4 * n8 + 3] *= scale1;
+  }
+  if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
+#pragma unroll
+    for (int n8 = 0; n8 < 8; ++n8) {
+      const int k = first_token + n8 * 8 + 2 * c;
+      s[4 * n8 + 0] = k >= mask.limit0 ? -INFINITY : s[4 * n8 + 0];
+      s[4 * n8 + 1] = k + 1 >= mask.limit0 ? -INFINITY : s[4 * n8 + 1];
+      s[4 * n8 + 2] = k >= mask.limit1 ? -INFINITY : s[4 * n8 + 2];
+      s[4 * n8 + 3] = k + 1 >= mask.limit1 ? -INFINITY : s[4 * n8 + 3];
+    }
+  }
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    mx0 = fmaxf(mx0, fmaxf(s[4 * n8 + 0], s[4 * n8 + 1]));
+    mx1 = fmaxf(mx1, fmaxf(s[4 * n8 + 2], s[4 * n8 + 3]));
+  }
+  mx0 = quad_max(mx0);
+  mx1 = quad_max(mx1);
+  SoftmaxStep r;
+  r.b0 = fmaxf(rs.b0, mx0 == -INFINITY ? -INFINITY : ceilf(mx0));
+  r.b1 = fmaxf(rs.b1, mx1 == -INFINITY ? -INFINITY : ceilf(mx1));
+  r.alpha0 = r.b0 == -INFINITY ? 1.f : exp2f(rs.b0 - r.b0);
+  r.alpha1 = r.b1 == -INFINITY ? 1.f : exp2f(rs.b1 - r.b1);
+  const float base0 = softmax_base(r.b0), base1 = softmax_base(r.b1);
+  float (&e)[32] = s;  // P in place of S
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    e[4 * n8 + 0] = exp2_ftz(s[4 * n8 + 0] - base0);
+    e[4 * n8 + 1] = exp2_ftz(s[4 * n8 + 1] - base0);
+    e[4 * n8 + 2] = exp2_ftz(s[4 * n8 + 2] - base1);
+    e[4 * n8 + 3] = exp2_ftz(s[4 * n8 + 3] - base1);
+  }
+  r.sum0 = r.sum1 = 0.f;
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    r.sum0 += e[4 * n8 + 0] + e[4 * n8 + 1];
+    r.sum1 += e[4 * n8 + 2] + e[4 * n8 + 3];
+  }
+  // A fragment of k-step kk: [0] row g, positions 4c.. (tokens of n8 = 4kk, 4kk + 1), [1] row g + 8,
+  // [2] / [3] the same for n8 = 4kk + 2, 4kk + 3.
+  constexpr float kP = Cfg::kPScale;
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n0 = 4 * kk + 2 * h, n1 = n0 + 1;
+      r.pa[kk][2 * h + 0] = e4m3x4(e[4 * n0 + 0] * kP, e[4 * n0 + 1] * kP, e[4 * n1 + 0] * kP, e[4 * n1 + 1] * kP);
+      r.pa[kk][2 * h + 1] = e4m3x4(e[4 * n0 + 2] * kP, e[4 * n0 + 3] * kP, e[4 * n1 + 2] * kP, e[4 * n1 + 3] * kP);
+    }
+  }
+  return r;
+}
+
+// P and the rows' new base and alpha into shared memory for the other consumer.
+__device__ __forceinline__ void publish_p(Smem& sm, const SoftmaxStep& st, int c, int row0, int row1) {
+  // The quad's other lanes read this row's base and alpha in the previous tile (as the non-owner):
+  // order those reads before lane 0's writes (they are one warp; racecheck wants it explicit).
+  __syncwarp();
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<uint32_t*>(sm.p + sw64_offset(row0, 2 * kk + h) + 4 * c) = st.pa[kk][2 * h + 0];
+      *reinterpret_cast<uint32_t*>(sm.p + sw64_offset(row1, 2 * kk + h) + 4 * c) = st.pa[kk][2 * h + 1];
+    }
+  }
+  if (c == 0) {
+    sm.row_base[row0] = st.b0;
+    sm.row_base[row1] = st.b1;
+    sm.row_scale[row0] = st.alpha0;
+    sm.row_scale[row1] = st.alpha1;
+  }
+  fence_proxy_async();  // P is read by the other consumer's wgmma
+}
+
+__device__ __forceinline__ void consume(Smem& sm, const Segment& seg, const TileMask& mask, int tiles, int me, int c,
+                                       int row0, int row1, float scale0, float scale1, uint32_t& it, float (&o)[128],
+                                       RowState& rs, const int* page_ids, int num_pages, bool& bad_page) {
+  auto release = [&](uint32_t tile_it) { mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]); };
+  for (int j = 0; j < tiles; ++j, ++it) {
+    const int block = seg.block_begin + j;
+    const int stage = it % Cfg::kStages;
+    const uint32_t parity = (it / Cfg::kStages) & 1;
+    const bool own = (j & 1) == me;
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (j > 0) release(it - 1);
+    const int page = page_ids[block];
+    bad_page |= page < 0 || page >= num_pages;
+
+    SoftmaxStep st;
+    if (own) {
+      float s[32];
+      issue_qk(sm, stage, parity, s);
+      wgmma_wait<0>();
+      fence_operands(s);
+      st = softmax_step(s, mask, block * Cfg::kTokens, c, rs, scale0, scale1);
+      publish_p(sm, st, c, row0, row1);
+    }
+    named_barrier_sync(kFp8MathBarPReady, 256);
+    mbarrier_wait(&sm.vt_full[stage], parity);
+    if (own) {
+      rs.b0 = st.b0;
+      rs.b1 = st.b1;
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      issue_pv_rs(sm, stage, me, st.pa, o);
+    } else {
+      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
+      rs.b0 = sm.row_base[row0];
+      rs.b1 = sm.row_base[row1];
+      rs.l0 *= alpha0;
+      rs.l1 *= alpha1;
+      rescale_rows(o, alpha0, alpha1);
+      issue_pv_ss(sm, stage, me, o);
+    }
+  }
+  wgmma_wait<0>();
+  fence_operands(o);
+  if (tiles > 0) release(it - 1);
+}
+
+}  // namespace openmla::kernels::sm90::fp8_math
+
+namespace openmla::kernels::sm90 {
+
+// T: the query / output type. The cache is per-tensor e4m3 (its scale is in p.softmax_scale,
+// p.scale_log2 and p.out_scale, as for the other kernels).
+template <typename T>
+__global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
+    fp8_math_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
+  using namespace fp8_math;
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbarrier_init(&sm.k_full[s], 1);
+      mbarrier_init(&sm.vt_full[s], Cfg::kTransposeThreads);
+      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 128);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int m_tile = blockIdx.x;
+  const int part_idx = blockIdx.y;
+  const SplitPart part = begin_part(p, part_idx);
+  if (part.begin_req > part.end_req) return;
+
+  if (warpgroup == 0) {
+    warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) prefetch_tensor_map(&kv_map);
+    produce(p, part, part_idx, sm, &kv_map);
+    return;
+  }
+
+  warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+  const int me = warpgroup - 1;
+  const int tid = threadIdx.x - 128;
+  const int t = tid % 128, warp = t / 32, lane = t % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int row0 = warp * 16 + g, row1 = row0 + 8;
+  uint32_t it = 0;
+
+  for (int req = part.begin_req; req <= part.end_req; ++req) {
+    const Segment seg = make_segment(p, part, part_idx, req);
+    const int tiles = seg.block_end - seg.block_begin;
+
+    named_barrier_sync(kFp8MathBarConsumers, 256);  // previous segment's readers of Q, P, rows done
+    if (tiles > 0) {
+      load_q_e4m3<T>(p, req, m_tile, sm, tid);
+      fence_proxy_async();
+    }
+    named_barrier_sync(kFp8MathBarConsumers, 256);
+    // Scores in log2 units: S * q_scale * (softmax scale * kv scale * log2 e).
+    const float scale0 = tiles > 0 ? sm.q_scale[row0] * p.scale_log2 : 0.f;
+    const float scale1 = tiles > 0 ? sm.q_scale[row1] * p.scale_log2 : 0.f;
+
+    TileMask mask;
+    mask.limit0 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row0);
+    mask.limit1 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row1);
+    mask.tile_min_limit = key_limit(p, seg.seqlen, m_tile * Cfg::kRows);
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    RowState rs;
+    bool bad_page = false;
+    consume(sm, seg, mask, tiles, me, c, row0, row1, scale0, scale1, it, o, rs,
+            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+
+    // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
+    float l0 = quad_sum(rs.l0), l1 = quad_sum(rs.l1);
+    if (c == 0) {
+      sm.row_sum[me][row0] = l0;
+      sm.row_sum[me][row1] = l1;
+    }
+    named_barrier_sync(kFp8MathBarConsumers, 256);
+    l0 = sm.row_sum[0][row0] + sm.row_sum[1][row0];
+    l1 = sm.row_sum[0][row1] + sm.row_sum[1][row1];
+
+    const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+    if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
+    const bool poison = errors != 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int local_row = h ? row1 : row0;
+      const int row = m_tile * Cfg::kRows + local_row;
+      if (row >= p.rows) continue;
+      const float l = h ? l1 : l0, base = h ? rs.b1 : rs.b0;
+      // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale.
+      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (Cfg::kPScale * l) : 0.f);
+      const int qi = row / p.num_heads, head = row % p.num_heads;
+      if (seg.write_final) {
+        T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * Cfg::kHalfCols;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8)
+          *reinterpret_cast<uint32_t*>(out + n8 * 8 + 2 * c) =
+              pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+      } else {
+        float* out = p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV +
+                     me * Cfg::kHalfCols;
+#pragma unroll
+        for (int n8 = 0; n8 < 32; ++n8)
+          *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
+              make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+      }
+      if (me == 0 && c == 0) {
+        // lse = ln(2^base * l): the base is in log2 units.
+        const float lse = poison ? NAN : (l > 0.f ? base * 0.6931471805599453f + logf(l) : -INFINITY);
+        if (seg.write_final) {
+          p.lse[lse_offset(p, req, qi, head)] = lse;
+        } else {
+          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace openmla::kernels::sm90
