@@ -2,14 +2,15 @@
 # Per-instruction warp-stall samples of the decode kernel on one benchmark shape (device batch):
 # the SASS lines with the most samples, with their stall reasons. Finds what a warp role waits on.
 # Usage: bash scripts/ncu_source.sh "<bench filter>" [format]; env BENCH (default build-gpu/openmla-bench),
-# BACKEND (default sm90), TOP (default 45). Report and CSV go to $OUT.
+# BACKEND (default sm90), TOP (default 45), BENCH_EXTRA (more openmla-bench arguments, e.g.
+# --fp8-math qk_and_pv). Report and CSV go to $OUT.
 set -uo pipefail
 out="${OUT:-ncu-out}"; mkdir -p "$out"
 root="$(cd "$(dirname "$0")/.." && pwd)"; cd "$root"
 bench="${BENCH:-build-gpu/openmla-bench}"
 ncu --clock-control none --kernel-name "regex:decode_kernel" --launch-skip 3 --launch-count 1 \
   --section WarpStateStats --section SourceCounters --import-source no -f -o "$out/source" \
-  "$bench" --grid all --backend "${BACKEND:-sm90}" --format "${2:-bf16}" --filter "$1" --replays 5 --check-samples 0 \
+  "$bench" --grid all --backend "${BACKEND:-sm90}" --format "${2:-bf16}" --filter "$1" --replays 5 --check-samples 0 ${BENCH_EXTRA:-} \
   --json /dev/null >"$out/ncu_source_run.txt" 2>&1 || { tail -20 "$out/ncu_source_run.txt"; exit 1; }
 ncu -i "$out/source.ncu-rep" --page source --csv --print-source sass >"$out/source.csv" 2>"$out/source_err.txt"
 python3 - "$out/source.csv" "${TOP:-45}" <<'PY'

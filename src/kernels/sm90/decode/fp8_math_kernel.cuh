@@ -153,38 +153,59 @@ __device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c,
 // u = 2 tt + q (16 tokens each). Loads: the 32 lanes read two adjacent token rows (q = 1 reads its
 // pairs swapped) = 128 B, conflict-free. Stores: at step e a lane writes dim e ^ f, f = (k / 2) % 4,
 // so the 8 lanes of a quarter-warp write 8 rows with distinct (row mod 8): conflict-free.
+// Every address is a per-thread base plus a compile-time offset, computed once (they were a third of
+// the producer's instructions, and its transposition then bounded the kernel: bench/results/
+// 2026-11-29-h200-fp8-math.md): token 16 u + (x ^ q) with x = 2c + (i % 2) + 8 (i / 2) sits in 16-B
+// chunk (k / 4) ^ c of its row whatever u, and x ^ q is x + q for even x, x - q for odd x.
 struct TransposeTask {
-  int k, q, f;
+  int q, f, qoff;
   TransposeSelectors sel;
-  __device__ explicit TransposeTask(int lane) : k(lane % 16), q(lane / 16), f((lane % 16 / 2) % 4), sel(q, f) {}
+  int chunk[4];   // [c]: byte offset in a row of word k % 4 of chunk (k / 4) ^ c
+  int store[4];   // [e]: byte offset in V^T (box 0) of dim 4k + (e ^ f), chunk q, swizzled
+  int store_hi[4];  // [e]: the same for chunk 2 + q (token group tt = 1)
+  __device__ explicit TransposeTask(int lane)
+      : q(lane / 16), f((lane % 16 / 2) % 4), qoff(64 * (lane / 16)), sel(lane / 16, (lane % 16 / 2) % 4) {
+    const int k = lane % 16;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) chunk[c] = (((k / 4) ^ c) << 4) + (k % 4) * 4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      store[e] = sw64_offset(4 * k + (e ^ f), q);
+      store_hi[e] = sw64_offset(4 * k + (e ^ f), 2 + q);
+    }
+  }
 };
 
 // Tokens [valid, 64) get zero bytes (valid < 64 only in a request's last page).
-__device__ __forceinline__ void transpose_block(const uint8_t* page, uint8_t* vt, int box, int u,
+template <bool kTail>
+__device__ __forceinline__ void transpose_block(const uint8_t* page, uint8_t* vt, int box, int tt,
                                                 const TransposeTask& task, int valid) {
-  const uint8_t* in = page + box * Cfg::kBoxBytes + task.k % 4 * 4;
+  const int u = 2 * tt + task.q;
+  const uint8_t* in = page + box * Cfg::kBoxBytes + u * 1024;
   // Position word c of chunk u holds tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the group; a lane with
-  // q = 1 loads each pair swapped (token i ^ 1 into slot i), which the selectors undo.
+  // q = 1 loads each pair swapped (token x ^ 1 into slot x), which the selectors undo.
   uint32_t out[4][4];  // [e][c]
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int token = 16 * u + ((2 * c + (i % 2) + 8 * (i / 2)) ^ task.q);
-      w[i] = *reinterpret_cast<const uint32_t*>(in + sw64_offset(token, task.k / 4));
-      if (token >= valid) w[i] = 0;
+      const int x = 2 * c + (i % 2) + 8 * (i / 2);
+      w[i] = *reinterpret_cast<const uint32_t*>(in + task.chunk[c] + (i % 2 ? -task.qoff : task.qoff) + 64 * x);
+      if constexpr (kTail) {
+        if (16 * u + (x ^ task.q) >= valid) w[i] = 0;
+      }
     }
     uint32_t t[4];
     transpose4x4(w[0], w[1], w[2], w[3], task.sel, t);
 #pragma unroll
     for (int e = 0; e < 4; ++e) out[e][c] = t[e];
   }
+  uint8_t* dst = vt + box * Cfg::kBoxDims * Cfg::kVtRowBytes;
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int dim = box * Cfg::kBoxDims + 4 * task.k + (e ^ task.f);
-    *reinterpret_cast<uint4*>(vt + sw64_offset(dim, u)) = make_uint4(out[e][0], out[e][1], out[e][2], out[e][3]);
-  }
+  for (int e = 0; e < 4; ++e)
+    *reinterpret_cast<uint4*>(dst + (tt ? task.store_hi[e] : task.store[e])) =
+        make_uint4(out[e][0], out[e][1], out[e][2], out[e][3]);
 }
 
 // Copy-issuing thread: one page as stored into a stage (9 boxes on k_full). A bad page id is never a
@@ -239,10 +260,17 @@ __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& 
     mbarrier_wait(&sm.k_full[stage], parity);
     const int seqlen = p.seqlens[cur.req];
     const int valid = seqlen - cur.block * Cfg::kTokens;  // > 0; >= 64 except in the last page
+    const uint8_t* page = sm.k[stage];
+    uint8_t* vt = sm.vt[stage];
+    if (valid >= Cfg::kTokens) {
 #pragma unroll 1
-    for (int blk = 0; blk < 4; ++blk) {  // (box 2 warp + blk / 2, token group 2 (blk % 2) + q)
-      if (issuer && issued == it + 1 && load.valid()) issue(false);
-      transpose_block(sm.k[stage], sm.vt[stage], 2 * warp + blk / 2, 2 * (blk % 2) + task.q, task, valid);
+      for (int blk = 0; blk < 4; ++blk) {  // (box 2 warp + blk / 2, token group 2 (blk % 2) + q)
+        if (issuer && issued == it + 1 && load.valid()) issue(false);
+        transpose_block<false>(page, vt, 2 * warp + blk / 2, blk % 2, task, valid);
+      }
+    } else {
+#pragma unroll 1
+      for (int blk = 0; blk < 4; ++blk) transpose_block<true>(page, vt, 2 * warp + blk / 2, blk % 2, task, valid);
     }
     fence_proxy_async();  // V^T is read by wgmma
     mbarrier_arrive(&sm.vt_full[stage]);
