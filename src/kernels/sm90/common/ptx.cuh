@@ -101,6 +101,14 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Four 8x8 b16 matrices from registers into shared memory (row addresses from lanes 8m..8m+7 for
+// matrix m; lane t holds row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1 of each).
+__device__ __forceinline__ void stmatrix_x4(uint32_t smem_row_addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(smem_row_addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // ---- registers ---------------------------------------------------------------------------------
 
 template <int kRegs>

@@ -122,90 +122,71 @@ __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int 
 
 // ---- producer: V^T ---------------------------------------------------------------------------
 
-// Byte transpose of a 4-token x 4-dim block: words a, b, c, d hold dims 0..3 of four tokens (a and
-// b swapped, and c and d, when the lane loaded its token pairs in swapped order); out[e] holds dim
-// e ^ f of the four tokens in position order. The selectors (per lane) do the swaps.
-struct TransposeSelectors {
-  uint32_t lo, hi, even, odd;
-  __device__ TransposeSelectors(int swapped_pairs, int f) {
-    // Stage 1 interleaves byte pairs {0, 1} (lo) and {2, 3} (hi) of a and b; f & 2 exchanges them.
-    const uint32_t s01 = swapped_pairs ? 0x1504u : 0x5140u, s23 = swapped_pairs ? 0x3726u : 0x7362u;
-    lo = (f & 2) ? s23 : s01;
-    hi = (f & 2) ? s01 : s23;
-    // Stage 2 takes the even or odd byte pair of both halves; f & 1 exchanges them.
-    even = (f & 1) ? 0x7632u : 0x5410u;
-    odd = (f & 1) ? 0x5410u : 0x7632u;
+// V^T from the page as copied, with ldmatrix.trans / stmatrix on b16 (two dims as one element).
+// A warp takes 16 dims x 32 tokens per step: ldmatrix.x4.trans reads four 8-token x 16-dim matrices
+// (tokens 32 ui .. 32 ui + 31 of one 16-dim chunk, lane l giving the row of token 32 ui + l) and
+// hands lane t, for each, tokens 2c and 2c + 1 (c = t % 4) of dims 2p and 2p + 1 (p = t / 4). One prmt then makes the word of dim 2p (or 2p + 1) at V^T positions 4c..4c + 3 of
+// chunk u, which hold tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the chunk: the order of P's registers
+// (fp8_math above). stmatrix writes the words: matrix m holds chunk u + m / 2, and lanes with p >= 4
+// give the odd dim where the others give the even one, so that each matrix has four even and four odd
+// rows and hits eight different bank groups (the 64-B swizzle alone would pair rows 8 dims apart).
+// Loads are conflict-free too (two rows per 128 B). Per warp and page: 16 ldmatrix, 64 prmt, 16
+// stmatrix, four loads in flight at a time (a 4 x 4 byte transposition with 32-bit loads took 64
+// loads, 128 prmt and 16 stores and bounded the kernel: bench/results/2026-11-29-h200-fp8-math.md).
+struct TransposeTask {
+  uint32_t row;      // offset in a box of this lane's token row (token l of 32)
+  uint32_t phase;    // its 64-B swizzle: chunk cc lands at cc ^ phase
+  uint32_t store[2];  // [ui]: offset in a 16-dim block of V^T of this lane's stmatrix row, chunk 2 ui + m / 2
+  uint32_t sel0, sel1;  // prmt selectors of matrices m even / odd: even dim (0x6420) or odd dim (0x7531)
+  int token0;           // first token of this lane's words in chunk 0: 2 (t % 4)
+  __device__ explicit TransposeTask(int lane) {
+    row = lane * 64;
+    phase = (lane >> 1) & 3;
+    const int m = lane / 8, r = lane % 8;
+    const int dim = 2 * r + ((m & 1) ^ (r >= 4 ? 1 : 0));
+#pragma unroll
+    for (int ui = 0; ui < 2; ++ui) store[ui] = sw64_offset(dim, 2 * ui + m / 2);
+    const bool swap = lane / 4 >= 4;
+    sel0 = swap ? 0x7531u : 0x6420u;
+    sel1 = swap ? 0x6420u : 0x7531u;
+    token0 = 2 * (lane % 4);
   }
 };
 
-__device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d,
-                                             const TransposeSelectors& sel, uint32_t (&out)[4]) {
-  const uint32_t ab_lo = prmt(a, b, sel.lo), ab_hi = prmt(a, b, sel.hi);
-  const uint32_t cd_lo = prmt(c, d, sel.lo), cd_hi = prmt(c, d, sel.hi);
-  out[0] = prmt(ab_lo, cd_lo, sel.even);
-  out[1] = prmt(ab_lo, cd_lo, sel.odd);
-  out[2] = prmt(ab_hi, cd_hi, sel.even);
-  out[3] = prmt(ab_hi, cd_hi, sel.odd);
+// Zero bytes for tokens [valid, 64) of a word holding tokens t, t + 1, t + 8, t + 9.
+__device__ __forceinline__ uint32_t mask_tokens(uint32_t word, int t, int valid) {
+  const uint32_t keep = (t < valid ? 0xFFu : 0u) | (t + 1 < valid ? 0xFF00u : 0u) |
+                        (t + 8 < valid ? 0xFF0000u : 0u) | (t + 9 < valid ? 0xFF000000u : 0u);
+  return word & keep;
 }
 
-// One producer thread's share of V^T: warp w covers dims [128 w, 128 w + 128) (boxes 2w, 2w + 1);
-// lane (k = lane % 16, q = lane / 16) takes dims 4k..4k+3 of each box for the token groups
-// u = 2 tt + q (16 tokens each). Loads: the 32 lanes read two adjacent token rows (q = 1 reads its
-// pairs swapped) = 128 B, conflict-free. Stores: at step e a lane writes dim e ^ f, f = (k / 2) % 4,
-// so the 8 lanes of a quarter-warp write 8 rows with distinct (row mod 8): conflict-free.
-// Every address is a per-thread base plus a compile-time offset, computed once (they were a third of
-// the producer's instructions, and its transposition then bounded the kernel: bench/results/
-// 2026-11-29-h200-fp8-math.md): token 16 u + (x ^ q) with x = 2c + (i % 2) + 8 (i / 2) sits in 16-B
-// chunk (k / 4) ^ c of its row whatever u, and x ^ q is x + q for even x, x - q for odd x.
-struct TransposeTask {
-  int q, f, qoff;
-  TransposeSelectors sel;
-  int chunk[4];   // [c]: byte offset in a row of word k % 4 of chunk (k / 4) ^ c
-  int store[4];   // [e]: byte offset in V^T (box 0) of dim 4k + (e ^ f), chunk q, swizzled
-  int store_hi[4];  // [e]: the same for chunk 2 + q (token group tt = 1)
-  __device__ explicit TransposeTask(int lane)
-      : q(lane / 16), f((lane % 16 / 2) % 4), qoff(64 * (lane / 16)), sel(lane / 16, (lane % 16 / 2) % 4) {
-    const int k = lane % 16;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) chunk[c] = (((k / 4) ^ c) << 4) + (k % 4) * 4;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      store[e] = sw64_offset(4 * k + (e ^ f), q);
-      store_hi[e] = sw64_offset(4 * k + (e ^ f), 2 + q);
-    }
-  }
-};
-
-// Tokens [valid, 64) get zero bytes (valid < 64 only in a request's last page).
+// One warp step: dims [16 gd, 16 gd + 16) for tokens [32 ui, 32 ui + 32): load, then convert and
+// store. Tokens [valid, 64) get zero bytes (valid < 64 only in a request's last page).
+__device__ __forceinline__ void transpose_load(uint32_t page, int gd, int ui, const TransposeTask& task,
+                                               uint32_t (&r)[4]) {
+  ldmatrix_x4_trans(r, page + (gd / 4) * Cfg::kBoxBytes + ui * 2048 + task.row + (((gd % 4) ^ task.phase) << 4));
+}
 template <bool kTail>
-__device__ __forceinline__ void transpose_block(const uint8_t* page, uint8_t* vt, int box, int tt,
-                                                const TransposeTask& task, int valid) {
-  const int u = 2 * tt + task.q;
-  const uint8_t* in = page + box * Cfg::kBoxBytes + u * 1024;
-  // Position word c of chunk u holds tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the group; a lane with
-  // q = 1 loads each pair swapped (token x ^ 1 into slot x), which the selectors undo.
-  uint32_t out[4][4];  // [e][c]
+__device__ __forceinline__ void transpose_store(uint32_t vt, int gd, int ui, const TransposeTask& task, int valid,
+                                                const uint32_t (&r)[4]) {
+  uint32_t w[4] = {prmt(r[0], r[1], task.sel0), prmt(r[0], r[1], task.sel1), prmt(r[2], r[3], task.sel0),
+                   prmt(r[2], r[3], task.sel1)};
+  if constexpr (kTail) {
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int x = 2 * c + (i % 2) + 8 * (i / 2);
-      w[i] = *reinterpret_cast<const uint32_t*>(in + task.chunk[c] + (i % 2 ? -task.qoff : task.qoff) + 64 * x);
-      if constexpr (kTail) {
-        if (16 * u + (x ^ task.q) >= valid) w[i] = 0;
-      }
-    }
-    uint32_t t[4];
-    transpose4x4(w[0], w[1], w[2], w[3], task.sel, t);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e][c] = t[e];
+    for (int m = 0; m < 4; ++m) w[m] = mask_tokens(w[m], 16 * (2 * ui + m / 2) + task.token0, valid);
   }
-  uint8_t* dst = vt + box * Cfg::kBoxDims * Cfg::kVtRowBytes;
+  stmatrix_x4(vt + gd * 16 * Cfg::kVtRowBytes + task.store[ui], w);
+}
+
+// Dims [16 gd, 16 gd + 32) of all 64 tokens: four loads in flight, then four stores.
+template <bool kTail>
+__device__ __forceinline__ void transpose_steps(uint32_t page, uint32_t vt, int gd, const TransposeTask& task,
+                                                int valid) {
+  uint32_t r[4][4];
 #pragma unroll
-  for (int e = 0; e < 4; ++e)
-    *reinterpret_cast<uint4*>(dst + (tt ? task.store_hi[e] : task.store[e])) =
-        make_uint4(out[e][0], out[e][1], out[e][2], out[e][3]);
+  for (int s = 0; s < 4; ++s) transpose_load(page, gd + s / 2, s % 2, task, r[s]);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) transpose_store<kTail>(vt, gd + s / 2, s % 2, task, valid, r[s]);
 }
 
 // Copy-issuing thread: one page as stored into a stage (9 boxes on k_full). A bad page id is never a
@@ -260,17 +241,17 @@ __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& 
     mbarrier_wait(&sm.k_full[stage], parity);
     const int seqlen = p.seqlens[cur.req];
     const int valid = seqlen - cur.block * Cfg::kTokens;  // > 0; >= 64 except in the last page
-    const uint8_t* page = sm.k[stage];
-    uint8_t* vt = sm.vt[stage];
+    const uint32_t page = smem_addr(sm.k[stage]), vt = smem_addr(sm.vt[stage]);
     if (valid >= Cfg::kTokens) {
 #pragma unroll 1
-      for (int blk = 0; blk < 4; ++blk) {  // (box 2 warp + blk / 2, token group 2 (blk % 2) + q)
+      for (int g = 0; g < 8; g += 2) {  // warp w: dims [128 w, 128 w + 128)
         if (issuer && issued == it + 1 && load.valid()) issue(false);
-        transpose_block<false>(page, vt, 2 * warp + blk / 2, blk % 2, task, valid);
+        __syncwarp();  // ldmatrix / stmatrix are warp-collective
+        transpose_steps<false>(page, vt, 8 * warp + g, task, valid);
       }
     } else {
 #pragma unroll 1
-      for (int blk = 0; blk < 4; ++blk) transpose_block<true>(page, vt, 2 * warp + blk / 2, blk % 2, task, valid);
+      for (int g = 0; g < 8; g += 2) transpose_steps<true>(page, vt, 8 * warp + g, task, valid);
     }
     fence_proxy_async();  // V^T is read by wgmma
     mbarrier_arrive(&sm.vt_full[stage]);
