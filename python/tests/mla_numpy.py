@@ -75,10 +75,14 @@ def dequantize(cache: np.ndarray, kv_format: str, scale: float = 1.0) -> np.ndar
 
 
 def decode(q: np.ndarray, kv: np.ndarray, block_table: np.ndarray, seqlens: np.ndarray, scale: float,
-           causal: bool) -> tuple[np.ndarray, np.ndarray]:
+           causal: bool, fp8_math: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """q [b, s_q, h, 576] float64, kv [num_pages, 64, 576] float64 (dequantized) -> out, lse.
-    Query i of request r sits at position seqlen - s_q + i (causal: sees positions <= its own)."""
+    Query i of request r sits at position seqlen - s_q + i (causal: sees positions <= its own).
+    fp8_math: DecodeOptions::fp8_math in two passes: quantized query rows; weights e4m3(256 p) / 256 with
+    p = 2^(x - ceil(max x)) (x = score in log2 units); sums and lse from the unrounded p."""
     b, s_q, h, _ = q.shape
+    if fp8_math:
+        q = fp8_math_quantize_q(q)
     out = np.zeros((b, s_q, h, D_V))
     lse = np.full((b, s_q, h), -np.inf)
     for r in range(b):
@@ -91,6 +95,15 @@ def decode(q: np.ndarray, kv: np.ndarray, block_table: np.ndarray, seqlens: np.n
             visible = n - s_q + i + 1 if causal else n
             k = keys[:visible]
             scores = q[r, i] @ k.T * scale  # [h, visible]
+            if fp8_math:
+                x = scores * np.log2(np.e)
+                base = np.ceil(x.max(axis=1, keepdims=True))
+                p = np.exp2(x - base)
+                w = E4M3[e4m3_bits(256.0 * p)] / 256.0
+                denom = p.sum(axis=1, keepdims=True)
+                out[r, i] = (w / denom) @ k[:, :D_V]
+                lse[r, i] = (base * np.log(2.0) + np.log(denom))[:, 0]
+                continue
             m = scores.max(axis=1, keepdims=True)
             p = np.exp(scores - m)
             denom = p.sum(axis=1, keepdims=True)
@@ -107,31 +120,3 @@ def fp8_math_quantize_q(q: np.ndarray) -> np.ndarray:
     e = np.where(amax > 0, np.clip(e.astype(np.int64) - 9 + (m > 0.875), -126, 126), 0)
     scaled = np.ldexp(q, -e)
     return np.ldexp(E4M3[e4m3_bits(scaled)], e)
-
-
-def decode_fp8_math(q: np.ndarray, kv: np.ndarray, block_table: np.ndarray, seqlens: np.ndarray, scale: float,
-                    causal: bool) -> tuple[np.ndarray, np.ndarray]:
-    """DecodeOptions::fp8_math, two-pass: quantized query rows; weights e4m3(256 p) / 256 with
-    p = 2^(x - ceil(max x)) (x = score in log2 units); sums and lse from the unrounded p."""
-    b, s_q, h, _ = q.shape
-    q = fp8_math_quantize_q(q)
-    out = np.zeros((b, s_q, h, D_V))
-    lse = np.full((b, s_q, h), -np.inf)
-    for r in range(b):
-        n = int(seqlens[r])
-        if n == 0:
-            continue
-        pages = block_table[r, : (n + PAGE - 1) // PAGE]
-        keys = kv[pages].reshape(-1, D_QK)[:n]
-        for i in range(s_q):
-            visible = n - s_q + i + 1 if causal else n
-            k = keys[:visible]
-            x = q[r, i] @ k.T * scale * np.log2(np.e)  # [h, visible]
-            base = np.ceil(x.max(axis=1, keepdims=True))
-            p = np.exp2(x - base)
-            w = E4M3[e4m3_bits(256.0 * p)] / 256.0
-            denom = p.sum(axis=1, keepdims=True)
-            out[r, i] = (w / denom) @ k[:, :D_V]
-            lse[r, i] = (base * np.log(2.0) + np.log(denom))[:, 0]
-    return out, lse
-

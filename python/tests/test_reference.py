@@ -152,7 +152,7 @@ def test_decode_fp8_math_matches_two_pass_numpy(s_q):
     got = openmla.reference.decode(q_arg, cache.arg, cache.block_table, cache.seqlens, scale, kv_format="fp8_e4m3",
                                    kv_scale=kv_scale, fp8_math="qk_and_pv")
     kv = ref.dequantize(cache.storage.reshape(cache.storage.shape[0], ref.PAGE, -1), "fp8_e4m3", kv_scale)
-    out, lse = ref.decode_fp8_math(q64, kv, cache.block_table, cache.seqlens, scale, True)
+    out, lse = ref.decode(q64, kv, cache.block_table, cache.seqlens, scale, True, fp8_math=True)
     # Equal but for weights below 2^-14 of their base (e4m3 subnormals, a base-dependent grid).
     np.testing.assert_allclose(got.out, out, rtol=0, atol=1e-4 * np.abs(out).max())
     np.testing.assert_allclose(got.lse, lse, rtol=1e-12, atol=1e-12)

@@ -282,21 +282,28 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
+// Three requests of 1, 100 and 1000 tokens on an e4m3 cache (scale 0.37) with bf16 queries of N(0, 1)
+// times 2^17, and a softmax scale of 2^(extra - 17) / 24 (extra > 0: a few tokens dominate).
+DecodeCase large_query_case(int heads, int extra_log2) {
+  DecodeCase c;
+  c.batch_size = 3;
+  c.num_heads = heads;
+  c.kv_format = KVFormat::kFP8E4M3;
+  c.kv_fp8_scale = 0.37f;
+  c.q_log2_scale = 17;
+  c.softmax_scale = std::ldexp(1.0f / 24.0f, extra_log2 - 17);
+  c.seqlens = {1, 100, 1000};
+  c.seed = fresh_seed();
+  return c;
+}
+
 TEST(Decode, Bf16QueryBeyondFp16RangeOnE4m3) {
   // e4m3 tiles are multiplied in fp16 (sm90 narrow and wide, portable): a bf16 query is converted
   // times 2^-shift so that its largest |q| (here ~2^19) fits, and the scores are scaled back. The
   // softmax scale keeps the scores where several tokens weigh. 16 rows (sm90: narrow kernel) and
   // 128 (wide); the portable suite runs the same cases.
   for (int heads : {16, 128}) {
-    DecodeCase c;
-    c.batch_size = 3;
-    c.num_heads = heads;
-    c.kv_format = KVFormat::kFP8E4M3;
-    c.kv_fp8_scale = 0.37f;
-    c.q_log2_scale = 17;
-    c.softmax_scale = std::ldexp(1.0f / 24.0f, -17);
-    c.seqlens = {1, 100, 1000};
-    c.seed = fresh_seed();
+    DecodeCase c = large_query_case(heads, 0);
     SCOPED_TRACE(c.describe());
     expect_matches_reference(c);
   }
@@ -469,18 +476,7 @@ TEST(Decode, Fp8MathQueryScalesAndPeakyRows) {
   // large here, so the tensor cores' absolute score error and with it the rounding flips of the
   // dominant weights are more frequent (measured: 95-99% of elements within 1e-2): 85% required.
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
-  for (int heads : {16, 128}) {
-    DecodeCase c;
-    c.batch_size = 3;
-    c.num_heads = heads;
-    c.kv_format = KVFormat::kFP8E4M3;
-    c.kv_fp8_scale = 0.37f;
-    c.q_log2_scale = 17;
-    c.softmax_scale = std::ldexp(1.0f / 24.0f, -17 + 2);
-    c.seqlens = {1, 100, 1000};
-    c.seed = fresh_seed();
-    expect_fp8_math_matches(c, {}, OutSlack{0.85, 0.25});
-  }
+  for (int heads : {16, 128}) expect_fp8_math_matches(large_query_case(heads, 2), {}, OutSlack{0.85, 0.25});
 }
 
 TEST(Decode, Fp8MathLargeBatchSplitAndGuards) {

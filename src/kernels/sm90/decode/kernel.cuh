@@ -35,6 +35,7 @@
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
+#include "kernels/sm90/decode/epilogue.cuh"
 #include "kernels/sm90/decode/fp8_stage.cuh"
 #include "openmla/error.h"
 
@@ -509,54 +510,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bool bad_page = false;
     consume_alternating<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
-    float m0 = rs.m0, m1 = rs.m1, l0 = rs.l0, l1 = rs.l1;
-
-    // ---- epilogue: l over both consumers, normalize, write out/lse or the partial ----
-    l0 = quad_sum(l0);
-    l1 = quad_sum(l1);
-    if (c == 0) {
-      sm.row_sum[me][row0] = l0;
-      sm.row_sum[me][row1] = l1;
-    }
-    named_barrier_sync(kBarConsumers, 256);
-    l0 = sm.row_sum[0][row0] + sm.row_sum[1][row0];
-    l1 = sm.row_sum[0][row1] + sm.row_sum[1][row1];
-
-    const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
-    if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
-    const bool poison = errors != 0;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int local_row = h ? row1 : row0;
-      const int row = m_tile * Cfg::kRows + local_row;
-      if (row >= p.rows) continue;
-      const float l = h ? l1 : l0, m = h ? m1 : m0;
-      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
-      const int qi = row / p.num_heads, head = row % p.num_heads;
-      if (seg.write_final) {
-        T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) +
-                 me * Cfg::kHalfCols;
-#pragma unroll
-        for (int n8 = 0; n8 < 32; ++n8)
-          *reinterpret_cast<uint32_t*>(out + n8 * 8 + 2 * c) =
-              pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
-      } else {
-        float* out = p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV +
-                     me * Cfg::kHalfCols;
-#pragma unroll
-        for (int n8 = 0; n8 < 32; ++n8)
-          *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
-              make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
-      }
-      if (me == 0 && c == 0) {
-        const float lse = poison ? NAN : (l > 0.f ? m * (p.softmax_scale * q_unscale) + logf(l) : -INFINITY);
-        if (seg.write_final) {
-          p.lse[lse_offset(p, req, qi, head)] = lse;
-        } else {
-          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
-        }
-      }
-    }
+    const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
+    write_segment_rows<T, kBarConsumers>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1,
+                                         rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f, sm.row_sum, bad_page);
   }
 }
 

@@ -1,0 +1,75 @@
+// The end of a segment in the 64-row sm90 schedules (wide, FP8 math): consumer c's O half and its
+// share of the row sums become the request's out (or its split's fp32 partial) and lse.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/decode_params.h"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/sm90/common/ptx.cuh"
+#include "kernels/sm90/decode/config.h"
+#include "openmla/error.h"
+
+namespace openmla::kernels::sm90 {
+
+// This thread's two rows (row0, row1 of the m-tile) of its consumer's 256 output columns
+// [me * 256, + 256), from the accumulator fragment o (m64n256: o[4 n8 + 2h + {0, 1}] is row h's columns
+// 8 n8 + 2c + {0, 1}). l0 / l1: this thread's unreduced row sums, summed here over the quad and, through
+// row_sum, over both consumers (a named barrier of the 256 consumer threads, id kBarrier).
+// out = o * p.out_scale / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
+// units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
+template <typename T, int kBarrier>
+__device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const Segment& seg, int req, int m_tile,
+                                                   int rows_per_tile, int me, int c, int tid, int row0, int row1,
+                                                   const float (&o)[128], float l0, float l1, float lse_term0,
+                                                   float lse_term1, float o_scale, float (&row_sum)[2][64],
+                                                   bool bad_page) {
+  constexpr int kHalfCols = 256;
+  l0 = quad_sum(l0);
+  l1 = quad_sum(l1);
+  if (c == 0) {
+    row_sum[me][row0] = l0;
+    row_sum[me][row1] = l1;
+  }
+  named_barrier_sync(kBarrier, 256);
+  l0 = row_sum[0][row0] + row_sum[1][row0];
+  l1 = row_sum[0][row1] + row_sum[1][row1];
+
+  const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+  if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
+  const bool poison = errors != 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int local_row = h ? row1 : row0;
+    const int row = m_tile * rows_per_tile + local_row;
+    if (row >= p.rows) continue;
+    const float l = h ? l1 : l0;
+    const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+    const int qi = row / p.num_heads, head = row % p.num_heads;
+    if (seg.write_final) {
+      T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * kHalfCols;
+#pragma unroll
+      for (int n8 = 0; n8 < 32; ++n8)
+        *reinterpret_cast<uint32_t*>(out + n8 * 8 + 2 * c) =
+            pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+    } else {
+      float* out =
+          p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + me * kHalfCols;
+#pragma unroll
+      for (int n8 = 0; n8 < 32; ++n8)
+        *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
+            make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+    }
+    if (me == 0 && c == 0) {
+      const float lse = poison ? NAN : (l > 0.f ? (h ? lse_term1 : lse_term0) + logf(l) : -INFINITY);
+      if (seg.write_final) {
+        p.lse[lse_offset(p, req, qi, head)] = lse;
+      } else {
+        p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+      }
+    }
+  }
+}
+
+}  // namespace openmla::kernels::sm90
