@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/common/decode_params.h"
+#include "kernels/common/fp8_registers.cuh"
 #include "kernels/common/kv_kind.h"
 #include "kernels/common/mma_sm80.cuh"  // pack2
 #include "kernels/common/segment.cuh"
@@ -119,9 +120,8 @@ __device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t
   uint32_t out[8];
 #pragma unroll
   for (int w = 0; w < 8; ++w) {
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
-    const float2 f = __half22float2(__half2(h));
+    const uint32_t h = w % 2 ? e4m3x2_to_f16x2<true>(words[w / 2]) : e4m3x2_to_f16x2<false>(words[w / 2]);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
     out[w] = pack2<T>(f.x * scale, f.y * scale);
   }
   st_shared_v4(lo, make_uint4(out[0], out[1], out[2], out[3]));
@@ -157,9 +157,8 @@ __device__ __forceinline__ void expand_chunk_fast(uint4 raw, float scale, uint4&
     const __half2 mul = __float2half2_rn(scale);
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-      const __half2_raw h =
-          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[w / 2] >> (16 * (w % 2))), __NV_E4M3);
-      __half2 v = __half2(h);
+      const uint32_t h = w % 2 ? e4m3x2_to_f16x2<true>(words[w / 2]) : e4m3x2_to_f16x2<false>(words[w / 2]);
+      __half2 v = *reinterpret_cast<const __half2*>(&h);
       if (scale != 1.f) v = __hmul2(v, mul);
       out[w] = *reinterpret_cast<const uint32_t*>(&v);
     }
