@@ -28,7 +28,7 @@
 #include "kernels/common/segment.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
-#include "kernels/sm90/decode/epilogue.cuh"
+#include "kernels/sm90/decode/o_fragment.cuh"
 #include "kernels/sm90/decode/fp8_math_config.h"
 #include "openmla/error.h"
 
@@ -292,17 +292,6 @@ __device__ __forceinline__ void issue_pv_ss(const Smem& sm, int stage, int half,
   for (int kk = 0; kk < 2; ++kk) wgmma_m64n256k32_ss_e4m3(o, p_desc(sm, kk), vt_desc(sm, stage, half, kk), true);
   wgmma_commit();
   fence_operands(o);
-}
-
-__device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
-  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
-#pragma unroll
-  for (int i = 0; i < 128; i += 4) {
-    o[i + 0] *= alpha0;
-    o[i + 1] *= alpha0;
-    o[i + 2] *= alpha1;
-    o[i + 3] *= alpha1;
-  }
 }
 
 struct TileMask {

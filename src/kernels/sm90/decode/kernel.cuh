@@ -35,7 +35,7 @@
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
-#include "kernels/sm90/decode/epilogue.cuh"
+#include "kernels/sm90/decode/o_fragment.cuh"
 #include "kernels/sm90/decode/fp8_stage.cuh"
 #include "openmla/error.h"
 
@@ -179,19 +179,6 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
     const int chunk = i % 8, box = (i / 8) % Cfg::kHalfBoxes, r = valid + i / (8 * Cfg::kHalfBoxes);
     *reinterpret_cast<uint4*>(sm.kv[stage] + (half * Cfg::kHalfBoxes + box) * Cfg::kBoxBytes + r * 128 + chunk * 16) =
         make_uint4(0, 0, 0, 0);
-  }
-}
-
-// O rows *= alpha (two rows per thread); skipped by a warp whose rows kept their max (most tiles once
-// the maxima settle). Warp-uniform is enough: the FMULs sit outside the wgmma fence/wait window.
-__device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
-  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
-#pragma unroll
-  for (int i = 0; i < 128; i += 4) {
-    o[i + 0] *= alpha0;
-    o[i + 1] *= alpha0;
-    o[i + 2] *= alpha1;
-    o[i + 3] *= alpha1;
   }
 }
 

@@ -1,5 +1,6 @@
-// The end of a segment in the 64-row sm90 schedules (wide, FP8 math): consumer c's O half and its
-// share of the row sums become the request's out (or its split's fp32 partial) and lse.
+// The O accumulator fragment of the 64-row sm90 schedules (wide, FP8 math): consumer c's 64 x 256 half,
+// m64n256 (o[4 n8 + 2h + {0, 1}] is row h's columns 8 n8 + 2c + {0, 1}): the online-softmax rescale, and
+// the segment's end, where it and the row sums become the request's out (or its split's partial) and lse.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,19 @@
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90 {
+
+// O rows *= alpha (two rows per thread); skipped by a warp whose rows all kept their max (most tiles once
+// the maxima settle). Warp-uniform is enough: the FMULs sit outside the wgmma fence/wait window.
+__device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, float alpha1) {
+  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < 128; i += 4) {
+    o[i + 0] *= alpha0;
+    o[i + 1] *= alpha0;
+    o[i + 2] *= alpha1;
+    o[i + 3] *= alpha1;
+  }
+}
 
 // This thread's two rows (row0, row1 of the m-tile) of its consumer's 256 output columns
 // [me * 256, + 256), from the accumulator fragment o (m64n256: o[4 n8 + 2h + {0, 1}] is row h's columns
