@@ -423,13 +423,14 @@ bool fp8_math_runs_here() {
   }
 }
 
-CompareResult expect_fp8_math_matches(const DecodeCase& c, DecodeOptions opt = {}, OutSlack slack = kFp8MathSlack) {
+CompareResult expect_fp8_math_matches(const DecodeCase& c, DecodeOptions opt = {}, OutSlack slack = kFp8MathSlack,
+                                      double lse_tol = kFp8MathLseTol) {
   SCOPED_TRACE(c.describe());
   opt.fp8_math = Fp8Math::kQkAndPv;
   DecodeData d = make_decode_data(c);
   ReferenceResult ref = run_reference(d, Fp8Math::kQkAndPv);
   GpuDecodeResult gpu = run_gpu(d, opt);
-  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, kFp8MathOutTol, kFp8MathLseTol, slack);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, kFp8MathOutTol, lse_tol, slack);
   EXPECT_TRUE(cmp.ok) << cmp.message;
   EXPECT_EQ(gpu.device_errors, ref.device_errors)
       << "device errors " << describe_device_errors(gpu.device_errors) << " vs reference "
@@ -476,7 +477,9 @@ TEST(Decode, Fp8MathQueryScalesAndPeakyRows) {
   // large here, so the tensor cores' absolute score error and with it the rounding flips of the
   // dominant weights are more frequent (measured: 95-99% of elements within 1e-2): 85% required.
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
-  for (int heads : {16, 128}) expect_fp8_math_matches(large_query_case(heads, 2), {}, OutSlack{0.85, 0.25});
+  // The lse error scales with the scores (tens here): measured up to 3.2e-3, so 1e-2 (the lse is still
+  // exact to a few thousandths of a nat; a wrong row scale or base would be off by whole units).
+  for (int heads : {16, 128}) expect_fp8_math_matches(large_query_case(heads, 2), {}, OutSlack{0.85, 0.25}, 1e-2);
 }
 
 TEST(Decode, Fp8MathLargeBatchSplitAndGuards) {
