@@ -7,6 +7,7 @@
 #include <limits>
 #include <cstring>
 
+#include "core/fp8_math.h"
 #include "openmla/kv_format.h"
 
 namespace openmla::fp8 {
@@ -129,17 +130,7 @@ float ds_mla_tile_scale(float amax) noexcept {
   return std::ldexp(1.0f, f == 0.5f ? e - 1 : e);
 }
 
-int fp8_math_query_exponent(float amax) noexcept {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &amax, sizeof(bits));
-  const int biased = static_cast<int>((bits >> 23) & 0xFF);
-  if (amax == 0.0f || biased == 0xFF) return 0;
-  if (biased == 0) return -126;  // subnormal: far below any useful scale
-  // amax = m * 2^E with m = 1.f / 2 in [0.5, 1), E = biased - 126; 448 = 0.875 * 2^9, so
-  // e = E - 9, plus one when m > 0.875 (mantissa field above 0x600000).
-  const int e = biased - 135 + ((bits & 0x7FFFFFu) > 0x600000u ? 1 : 0);
-  return e < -126 ? -126 : (e > 126 ? 126 : e);
-}
+int fp8_math_query_exponent(float amax) noexcept { return detail::fp8_math_query_exponent(amax); }
 
 void ds_mla_encode_token(const float* latent512, const float* rope64, uint8_t* token656) noexcept {
   constexpr int kTiles = kHeadDimV / kDsMlaTile;

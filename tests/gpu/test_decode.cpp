@@ -232,22 +232,29 @@ INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()
                                   (p.q_dtype == DType::kBFloat16 ? "_bf16" : "_fp16");
                          });
 
+// 64 requests of up to 900 tokens on fresh inputs; request 5 is long enough to be split over many
+// parts and request 7's first page id is out of range (its rows must come out empty, flagged).
+DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f) {
+  DecodeCase c;
+  c.batch_size = 64;
+  c.q_len = q_len;
+  c.num_heads = num_heads;
+  c.kv_format = f;
+  c.seed = fresh_seed();
+  c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
+  for (int& x : c.seqlens) x = std::max(x, c.q_len);
+  c.seqlens[5] = 5000;
+  DecodeData d = make_decode_data(c);
+  d.block_table[7 * d.max_pages] = -3;
+  return d;
+}
+
 TEST(Decode, Fp8LargeBatchSplitAndGuards) {
   // q_len 2 x 16 heads: 32 rows (sm90 wide kernel); q_len 1: 16 rows (narrow kernel).
   for (int q_len : {2, 1}) {
     for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
       SCOPED_TRACE("q_len=" + std::to_string(q_len));
-      DecodeCase c;
-      c.batch_size = 64;
-      c.q_len = q_len;
-      c.num_heads = 16;
-      c.kv_format = f;
-      c.seed = fresh_seed();
-      c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
-      for (int& x : c.seqlens) x = std::max(x, c.q_len);
-      c.seqlens[5] = 5000;  // one long request split over many parts
-      DecodeData d = make_decode_data(c);
-      d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
+      DecodeData d = large_batch_with_bad_page(q_len, 16, f);
       ReferenceResult ref = run_reference(d);
       GpuDecodeResult gpu = run_gpu(d);
       CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
@@ -484,17 +491,7 @@ TEST(Decode, Fp8MathQueryScalesAndPeakyRows) {
 
 TEST(Decode, Fp8MathLargeBatchSplitAndGuards) {
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
-  DecodeCase c;
-  c.batch_size = 64;
-  c.q_len = 2;
-  c.num_heads = 64;
-  c.kv_format = KVFormat::kFP8E4M3;
-  c.seed = fresh_seed();
-  c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
-  for (int& x : c.seqlens) x = std::max(x, c.q_len);
-  c.seqlens[5] = 5000;  // one long request split over many parts
-  DecodeData d = make_decode_data(c);
-  d.block_table[7 * d.max_pages] = -3;  // request 7: bad first page
+  DecodeData d = large_batch_with_bad_page(2, 64, KVFormat::kFP8E4M3);
   ReferenceResult ref = run_reference(d, Fp8Math::kQkAndPv);
   DecodeOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;

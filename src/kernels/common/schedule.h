@@ -11,11 +11,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define OPENMLA_HOST_DEVICE __host__ __device__
-#else
-#define OPENMLA_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace openmla::kernels {
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "core/fp8_math.h"
 #include "kernels/common/decode_params.h"
 #include "kernels/common/fp8_registers.cuh"
 #include "kernels/common/mma_sm80.cuh"
@@ -62,16 +63,6 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
   return e4m3x2(a, b) | (e4m3x2(c, d) << 16);
 }
 
-// fp8_math_query_exponent (include/openmla/fp8.h) on the device: the same bit arithmetic.
-__device__ __forceinline__ int query_exponent(float amax) {
-  const uint32_t bits = __float_as_uint(amax);
-  const int biased = static_cast<int>((bits >> 23) & 0xFF);
-  if (amax == 0.f || biased == 0xFF) return 0;  // zero row, or not finite (the caller's NaN stays NaN)
-  if (biased == 0) return -126;
-  const int e = biased - 135 + ((bits & 0x7FFFFF) > 0x600000 ? 1 : 0);
-  return e < -126 ? -126 : (e > 126 ? 126 : e);
-}
-
 // ---- Q: quantize once per segment ----------------------------------------------------------------
 
 // Q rows of this m-tile as e4m3 (row r over 4 threads, 18 chunks of 8 values each) and each row's
@@ -101,7 +92,7 @@ __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int 
   }
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const int e = query_exponent(amax);
+  const int e = detail::fp8_math_query_exponent(amax);
   const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);  // 2^-e, exact
   if (part == 0) sm.q_scale[r] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
 #pragma unroll 6
@@ -126,14 +117,15 @@ __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int 
 // V^T from the page as copied, with ldmatrix.trans / stmatrix on b16 (two dims as one element).
 // A warp takes 16 dims x 32 tokens per step: ldmatrix.x4.trans reads four 8-token x 16-dim matrices
 // (tokens 32 ui .. 32 ui + 31 of one 16-dim chunk, lane l giving the row of token 32 ui + l) and
-// hands lane t, for each, tokens 2c and 2c + 1 (c = t % 4) of dims 2p and 2p + 1 (p = t / 4). One prmt then makes the word of dim 2p (or 2p + 1) at V^T positions 4c..4c + 3 of
-// chunk u, which hold tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the chunk: the order of P's registers
-// (fp8_math above). stmatrix writes the words: matrix m holds chunk u + m / 2, and lanes with p >= 4
-// give the odd dim where the others give the even one, so that each matrix has four even and four odd
-// rows and hits eight different bank groups (the 64-B swizzle alone would pair rows 8 dims apart).
-// Loads are conflict-free too (two rows per 128 B). Per warp and page: 16 ldmatrix, 64 prmt, 16
-// stmatrix, four loads in flight at a time (a 4 x 4 byte transposition with 32-bit loads took 64
-// loads, 128 prmt and 16 stores and bounded the kernel: bench/results/2026-11-29-h200-fp8-math.md).
+// hands lane t, for each, tokens 2c and 2c + 1 (c = t % 4) of dims 2p and 2p + 1 (p = t / 4). One
+// prmt then makes the word of dim 2p (or 2p + 1) at V^T positions 4c..4c + 3 of chunk u, which hold
+// tokens 2c, 2c + 1, 2c + 8, 2c + 9 of the chunk: the order of P's registers (top of this file).
+// stmatrix writes the words: matrix m holds chunk u + m / 2, and lanes with p >= 4 give the odd dim
+// where the others give the even one, so that each matrix has four even and four odd rows and hits
+// eight different bank groups (the 64-B swizzle alone would pair rows 8 dims apart). Loads are
+// conflict-free too (two rows per 128 B). Per warp and page: 16 ldmatrix, 64 prmt, 16 stmatrix, four
+// loads in flight at a time (a 4 x 4 byte transposition with 32-bit loads took 64 loads, 128 prmt
+// and 16 stores and bounded the kernel: bench/results/2026-11-29-h200-fp8-math.md).
 struct TransposeTask {
   uint32_t row;      // offset in a box of this lane's token row (token l of 32)
   uint32_t phase;    // its 64-B swizzle: chunk cc lands at cc ^ phase
