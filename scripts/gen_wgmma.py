@@ -11,6 +11,7 @@ OUT = pathlib.Path(__file__).resolve().parent.parent / "src/kernels/sm90/common/
 # (name, n, a_from_registers, transpose_b)
 OPS = [
     ("m64n64k16_ss", 64, False, 0),        # S = Q K^T: both operands K-major
+    ("m64n64k16_rs", 64, True, 0),         # S = Q K^T over the rope box, Q from registers (seesaw)
     ("m64n256k16_ss_tb", 256, False, 1),   # O += P V: P K-major in shared memory, V MN-major
     ("m64n256k16_rs_tb", 256, True, 1),    # O += P V: P in registers, V MN-major
     ("m64n16k16_rs", 16, True, 0),         # narrow kernel: S^T = K Q^T and O^T += V^T P^T, KV from registers

@@ -100,6 +100,15 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// A one-way handoff between warpgroups that reach the barrier at different instructions: one side
+// arrives (does not wait), the other waits. Not `.aligned` (bar.arrive / bar.sync are): the two
+// sides are different instructions, which synccheck reports for the aligned forms.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_wait(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // Four 8x8 b16 matrices from registers into shared memory (row addresses from lanes 8m..8m+7 for
 // matrix m; lane t holds row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1 of each).

@@ -56,7 +56,22 @@ enum NamedBarrier : int {
   kBarPReady = 2,     // the owner of a tile published P, its row max and alpha (256)
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
   kBarDequant = 6,    // the dequantizing warps of the producer warpgroup (FP8 caches, 128)
+  // Seesaw handoffs (kernel.cuh, consume_seesaw): one side arrives, the other waits (256).
+  kBarScale0Ready = 7,  // consumer 0 published tile a's row max and alpha
+  kBarScale1Ready = 8,  // consumer 1 published tile b's row max and alpha
+  kBarP0Ready = 9,      // consumer 0 stored P of tile a (rescaled to tile b's max)
+  kBarP1Ready = 10,     // consumer 1 stored P of tile b
 };
+
+// Which consumer schedule the wide kernel runs (kernel.cuh).
+enum class WideSchedule : int {
+  kAlternating = 0,  // one tile at a time, owners alternate
+  kSeesaw = 1,       // tiles in pairs: each consumer's S overlaps the other's softmax
+};
+
+// The halves of a stage that are released separately: consumer c's V half (boxes [4c, 4c + 4)), the
+// rope box going with the upper half. The loads of a half wait only for their own consumer.
+inline constexpr int kLowerHalfBoxes = WideConfig::kHalfBoxes;  // boxes [0, 4) | [4, 9)
 
 // Everything lives in one 1024-B aligned block (FP8 pages land raw in the upper part of their
 // stage and are expanded in place: fp8_stage.cuh): the swizzled operands need 1024-B atoms.
@@ -66,10 +81,11 @@ struct alignas(1024) WideSharedStorage {
   uint8_t p[WideConfig::kRows * WideConfig::kTokens * 2];  // P of the current tile, K-major SW128
   float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
+  float row_scale_b[WideConfig::kRows];  // seesaw: alpha of tile b (consumer 1's step)
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
   uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
-  uint64_t empty[WideConfig::kStages];  // every consumer thread is done with the stage
+  uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];  // consumer c's threads are done with half c
 };
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack

@@ -267,7 +267,7 @@ __device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
 // The producer warpgroup for FP8 caches. All four warps expand each page and complete its `full`
 // barriers (one arrival per thread). Lane 0 of warp 0 also issues the copies one
 // tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
-// polls that stage's `empty` barrier between groups instead of blocking the expansion on it.
+// polls that stage's two `empty` barriers (one per consumer half) between groups instead of blocking the expansion on it.
 // load_page: kernel.cuh (the copies of one page).
 template <typename T, int kKind, class LoadPage>
 __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitPart& part, int part_idx,
@@ -284,8 +284,9 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     const int stage = issued % WideConfig::kStages;
     const uint32_t parity = ((issued / WideConfig::kStages) & 1) ^ 1;
     if (block) {
-      mbarrier_wait(&sm.empty[stage], parity);
-    } else if (!mbarrier_test_wait(&sm.empty[stage], parity)) {
+      mbarrier_wait(&sm.empty[stage][0], parity);
+      mbarrier_wait(&sm.empty[stage][1], parity);
+    } else if (!mbarrier_test_wait(&sm.empty[stage][0], parity) || !mbarrier_test_wait(&sm.empty[stage][1], parity)) {
       return;
     }
     load_page(stage, p.block_table[load.req * p.block_table_stride + load.block]);
@@ -302,7 +303,8 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // issuer waited for before copying; it completed long ago), so that the order of the previous
     // round's reads and tail zeroing before this round's writes does not rest on the chain through
     // the issuer and the copy's completion alone (compute-sanitizer's racecheck does not follow it).
-    mbarrier_wait(&sm.empty[stage], ((it / WideConfig::kStages) & 1) ^ 1);
+    mbarrier_wait(&sm.empty[stage][0], ((it / WideConfig::kStages) & 1) ^ 1);
+    mbarrier_wait(&sm.empty[stage][1], ((it / WideConfig::kStages) & 1) ^ 1);
     // Groups of boxes in order, then one proxy fence and the `full` arrivals for the whole page: the
     // consumers wait for every box before their first S wgmma anyway (ptxas rules, kernel.cuh), and
     // a fence per box left the expansion latency-bound (bench/results/2026-11-29-h200-sm90-fp8.md).

@@ -206,9 +206,14 @@ struct SoftmaxStep {
   uint32_t pa[4][4];
 };
 
+// S itself is only read: the masked scores go to a separate array (an accumulator register defined
+// by other instructions is what makes ptxas serialize wgmma once S is carried across a loop).
 template <typename T>
-__device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMask& mask, int first_token, int c,
-                                                    float m_prev0, float m_prev1, float scale_log2) {
+__device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], const TileMask& mask, int first_token,
+                                                    int c, float m_prev0, float m_prev1, float scale_log2) {
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = acc[i];
   if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
 #pragma unroll
     for (int n8 = 0; n8 < 8; ++n8) {
@@ -294,7 +299,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
   // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
   // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
   // barrier orders them as well, but racecheck does not follow that chain).
-  auto release = [&](uint32_t tile_it) { mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]); };
+  auto release = [&](uint32_t tile_it) { mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages][me]); };
   for (int j = 0; j < tiles; ++j, ++it) {
     const int block = seg.block_begin + j;
     const int stage = it % Cfg::kStages;
@@ -347,6 +352,228 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
   if (tiles > 0) release(it - 1);
 }
 
+// ---- the seesaw schedule -----------------------------------------------------------------------
+
+// P of a tile, for the other consumer: written over the tile's own rope box (box 8) once its S is done,
+// which no one reads after S. The stage half that holds box 8 is released by the consumer that reads P
+// (kernel below: the producer copies box 8 with consumer 1's half for tile a, with consumer 0's for b).
+__device__ __forceinline__ uint8_t* p_tile(WideSharedStorage& sm, int stage) {
+  return sm.kv[stage] + (Cfg::kBoxes - 1) * Cfg::kBoxBytes;
+}
+__device__ __forceinline__ uint64_t p_tile_desc(const uint8_t* tile, int kk) {
+  return sw128_desc(smem_addr(tile) + kk * 32, 16, 1024);
+}
+
+// S (+)= Q K^T over boxes kFirst, kFirst + 1, ... (mod 9), kCount of them, each its own commit group
+// issued as soon as the box landed, so that S starts on the boxes that came back first. kZero: the
+// first box overwrites S.
+template <typename T, int kFirst, int kCount, bool kZero>
+__device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage, uint32_t parity, float (&s)[32]) {
+  if constexpr (kZero) {
+    // wgmma names S as read-write even when it overwrites it: zeroing it first ends the previous S's
+    // live range at the softmax (else it occupies 32 registers through the whole pair).
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int box = (kFirst + i) % Cfg::kBoxes;
+    mbarrier_wait(&sm.full[stage][box], parity);
+    fence_operands(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int ks = box * 4 + kk;
+      wgmma_m64n64k16_ss<T>(s, q_desc(sm, ks), k_desc(sm, stage, ks), !(kZero && i == 0 && kk == 0));
+    }
+    wgmma_commit();
+    fence_operands(s);
+  }
+}
+
+// A 64 x 64 P tile (this thread's fragments) into a K-major SW128 tile for the other consumer.
+__device__ __forceinline__ void store_p_tile(uint8_t* tile, const uint32_t (&pa)[4][4], int c, int row0, int row1) {
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row0, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 0];
+    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row1, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 1];
+  }
+}
+
+// P fragments (two rows per thread) times the rows' factors, in fp32, rounded once more.
+template <typename T>
+__device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, float f1) {
+  if (!__any_sync(0xffffffffu, f0 != 1.f || f1 != 1.f)) return;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float2 v = unpack2<T>(pa[kk][r]);
+      const float f = (r % 2) ? f1 : f0;
+      pa[kk][r] = pack2<T>(v.x * f, v.y * f);
+    }
+  }
+}
+
+// Tiles in pairs (a, b) = (j, j + 1) of a segment; consumer 0 computes S of every a, consumer 1 of
+// every b, and each multiplies P of both tiles by its own V half (FlashMLA's "seesaw"). Per pair:
+//   consumer 0: softmax(S_a) | O0 += P_a V_a | P_a rescaled to b's max for consumer 1 | O0 += P_b V_b
+//               | S of a + 2 (boxes 0-3 first: its own half, released first)
+//   consumer 1: softmax(S_b) after a's max | O1 += P_b V_b | O1 += P_a V_a | S of b + 2
+// so one consumer's softmax runs while the other's wgmmas keep the tensor cores busy. Each consumer
+// releases its V half of a stage after its last PV on it (the producer copies the halves separately),
+// so S of the next pair starts on boxes that are already back. P of each tile is written
+// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps.
+template <typename T>
+__device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scale_log2, const Segment& seg,
+                                               const TileMask& mask, int tiles, int me, int t, int c, int row0,
+                                               int row1, uint32_t& it, float (&o)[128], RowState& rs,
+                                               const int* page_ids, int num_pages, bool& bad_page) {
+  float s[32];
+  // S of this consumer's first tile.
+  if (me < tiles) {
+    const uint32_t tile_it = it + me;
+    if (me == 0) {
+      issue_qk_boxes<T, 0, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
+    } else {
+      issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
+    }
+  }
+  wgmma_wait<0>();
+  fence_operands(s);
+
+  for (int j = 0; j < tiles; j += 2, it += 2) {
+    const bool has_b = j + 1 < tiles;
+    const int block_a = seg.block_begin + j, block_b = block_a + 1;
+    const int stage_a = it % 2, stage_b = (it + 1) % 2;
+    const uint32_t parity_a = (it / 2) & 1, parity_b = ((it + 1) / 2) & 1;
+    {
+      const int page = page_ids[block_a];
+      bad_page |= page < 0 || page >= num_pages;
+      const int page_b = has_b ? page_ids[block_b] : 0;
+      bad_page |= page_b < 0 || page_b >= num_pages;
+    }
+    if (me == 0) {
+      const SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      __syncwarp();  // the quad's reads of the previous pair's values are done
+      if (c == 0) {
+        sm.row_max[row0] = st.m0;
+        sm.row_max[row1] = st.m1;
+        sm.row_scale[row0] = st.alpha0;
+        sm.row_scale[row1] = st.alpha1;
+      }
+      named_barrier_arrive(kBarScale0Ready, 256);
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      uint32_t pa[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pa[kk][r] = st.pa[kk][r];
+      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 0, t);
+      issue_pv_rs<T>(sm, stage_a, 0, pa, o);
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbarrier_arrive(&sm.empty[stage_a][0]);
+      // b's max (or a's again without b): P_a for consumer 1 and this consumer's O move to it.
+      named_barrier_wait(kBarScale1Ready, 256);
+      const float f0 = sm.row_scale_b[row0], f1 = sm.row_scale_b[row1];
+      rs.m0 = sm.row_max[row0];
+      rs.m1 = sm.row_max[row1];
+      scale_p_rows<T>(pa, f0, f1);
+      store_p_tile(p_tile(sm, stage_a), pa, c, row0, row1);
+      fence_proxy_async();
+      named_barrier_arrive(kBarP0Ready, 256);
+      rs.l0 *= f0;
+      rs.l1 *= f1;
+      rescale_rows(o, f0, f1);
+      if (has_b) {
+        named_barrier_wait(kBarP1Ready, 256);
+        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0, t);
+        fence_operands(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_m64n256k16_ss_tb<T>(o, p_tile_desc(p_tile(sm, stage_b), kk), v_desc(sm, stage_b, 0, kk), true);
+        wgmma_commit();
+        fence_operands(o);
+      }
+      const bool next = j + 2 < tiles;
+      if (next) {
+        issue_qk_boxes<T, 0, kLowerHalfBoxes, true>(sm, stage_a, parity_a ^ 1, s);
+        wgmma_wait<kLowerHalfBoxes>();  // P_b V_b is done
+      } else {
+        wgmma_wait<0>();
+      }
+      if (has_b) mbarrier_arrive(&sm.empty[stage_b][0]);
+      if (next) issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes - kLowerHalfBoxes, false>(sm, stage_a, parity_a ^ 1, s);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(s);
+    } else {
+      named_barrier_wait(kBarScale0Ready, 256);
+      const float alpha_a0 = sm.row_scale[row0], alpha_a1 = sm.row_scale[row1];
+      const float m_a0 = sm.row_max[row0], m_a1 = sm.row_max[row1];
+      SoftmaxStep st;
+      float f0 = alpha_a0, f1 = alpha_a1;  // O1 and l1: from b - 2's max to this pair's last
+      __syncwarp();  // the quad's reads above are done before lane 0 writes
+      if (has_b) {
+        st = softmax_step<T>(s, mask, block_b * Cfg::kTokens, c, m_a0, m_a1, scale_log2);
+        if (c == 0) {
+          sm.row_max[row0] = st.m0;
+          sm.row_max[row1] = st.m1;
+          sm.row_scale_b[row0] = st.alpha0;
+          sm.row_scale_b[row1] = st.alpha1;
+        }
+        f0 *= st.alpha0;
+        f1 *= st.alpha1;
+        rs.m0 = st.m0;
+        rs.m1 = st.m1;
+      } else {
+        st.sum0 = st.sum1 = 0.f;
+        if (c == 0) {
+          sm.row_scale_b[row0] = 1.f;
+          sm.row_scale_b[row1] = 1.f;
+        }
+        rs.m0 = m_a0;
+        rs.m1 = m_a1;
+      }
+      named_barrier_arrive(kBarScale1Ready, 256);
+      rs.l0 = rs.l0 * f0 + st.sum0;
+      rs.l1 = rs.l1 * f1 + st.sum1;
+      rescale_rows(o, f0, f1);
+      if (has_b) {
+        store_p_tile(p_tile(sm, stage_b), st.pa, c, row0, row1);
+        fence_proxy_async();
+        named_barrier_arrive(kBarP1Ready, 256);
+        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 1, t);
+        issue_pv_rs<T>(sm, stage_b, 1, st.pa, o);
+      }
+      named_barrier_wait(kBarP0Ready, 256);
+      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 1, t);
+      fence_operands(o);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n256k16_ss_tb<T>(o, p_tile_desc(p_tile(sm, stage_a), kk), v_desc(sm, stage_a, 1, kk), true);
+      wgmma_commit();
+      fence_operands(o);
+      if (has_b) {
+        wgmma_wait<1>();  // P_b V_b is done
+        mbarrier_arrive(&sm.empty[stage_b][1]);
+      }
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbarrier_arrive(&sm.empty[stage_a][1]);
+      if (j + 3 < tiles)
+        issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes, true>(sm, stage_b, parity_b ^ 1, s);
+      wgmma_wait<0>();
+      fence_operands(s);
+    }
+  }
+}
+
 // ---- the kernel ------------------------------------------------------------------------------
 
 // The tensor maps the copies of a cache kind use, into the constant cache ahead of the first copy.
@@ -363,15 +590,16 @@ __device__ __forceinline__ void prefetch_kv_maps(const KvMaps& maps) {
 // the page as stored, on the stage's `raw` barrier). A bad page id is never a coordinate: it is
 // recorded, the barriers complete without data, the stage keeps stale data and the consumers
 // poison the segment.
+// 16-bit caches copy the boxes [box_begin, box_end) (a stage half, kernel below).
 template <int kKind>
 __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const KvMaps& maps, int stage,
-                                          int page, uint64_t policy) {
+                                          int page, uint64_t policy, int box_begin = 0, int box_end = Cfg::kBoxes) {
   const bool valid = page >= 0 && page < p.num_pages;
   if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
   uint8_t* dst = sm.kv[stage];
   if constexpr (kKind == kKv16Bit) {
 #pragma unroll
-    for (int box = 0; box < Cfg::kBoxes; ++box) {
+    for (int box = box_begin; box < box_end; ++box) {
       if (!valid) {
         mbarrier_arrive(&sm.full[stage][box]);
         continue;
@@ -398,7 +626,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
   }
 }
 
-template <typename T, int kKind>
+template <typename T, int kKind, WideSchedule kSchedule>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
   extern __shared__ uint8_t smem_raw[];
@@ -417,7 +645,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbarrier_init(&sm.full[s][b], kKind == kKv16Bit ? 1 : Cfg::kDequantThreads);
       }
       mbarrier_init(&sm.raw[s][0], 1);
-      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 128);  // one arrival per consumer thread
+      for (int h = 0; h < Cfg::kConsumers; ++h) mbarrier_init(&sm.empty[s][h], 128);  // consumer h's threads
     }
     fence_barrier_init();
   }
@@ -438,8 +666,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           p, part, part_idx, sm, [&](int stage, int page) { load_page<kKind>(p, sm, maps, stage, page, policy); });
       return;
     }
-    if (threadIdx.x != 0) return;
-    prefetch_kv_maps<kKind>(maps);
+    // Lane 0 of warp h copies half h of every page as soon as consumer h released it: the V boxes
+    // [4h, 4h + 4), and the rope box 8 with the half of the consumer that reads the P written over it
+    // (seesaw: consumer 1 for the first tile of a pair, consumer 0 for the second; the alternating
+    // schedule reads box 8 only before both releases).
+    if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kConsumers) return;
+    const int half = threadIdx.x / 32;
+    if (half == 0) prefetch_kv_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -447,8 +680,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
-        mbarrier_wait(&sm.empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
-        load_page<kKind>(p, sm, maps, stage, page, policy);
+        const bool rope_here = ((block - seg.block_begin) & 1) == (half == 0 ? 1 : 0);
+        mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
+        load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
+        if (rope_here) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
       }
     }
     return;
@@ -495,8 +730,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    consume_alternating<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c, row0, row1, it, o, rs,
-                           p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+    if constexpr (kSchedule == WideSchedule::kSeesaw) {
+      consume_seesaw<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
+                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+    } else {
+      consume_alternating<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c, row0, row1, it, o,
+                                 rs, p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+    }
     const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
     write_segment_rows<T, kBarConsumers>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1,
                                          rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f, sm.row_sum, bad_page);

@@ -1,31 +1,53 @@
 // Definitions behind launch.h for one query type and cache kind; included by the instantiation files.
 #pragma once
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/kernel.cuh"
 #include "kernels/sm90/decode/launch.h"
 
 namespace openmla::kernels::sm90 {
 
-template <typename T, int kKind>
-cudaError_t prepare_wide_decode_kernel() {
+template <typename T, int kKind, WideSchedule kSchedule>
+cudaError_t prepare_wide_kernel() {
   // setmaxnreg.inc waits for registers that setmaxnreg.dec released in the same CTA: a budget
   // beyond the launch's register count would hang, so refuse it here.
   cudaFuncAttributes attributes{};
-  if (const cudaError_t e = cudaFuncGetAttributes(&attributes, wide_decode_kernel<T, kKind>); e != cudaSuccess)
+  if (const cudaError_t e = cudaFuncGetAttributes(&attributes, wide_decode_kernel<T, kKind, kSchedule>); e != cudaSuccess)
     return e;
   if (WideConfig::producer_regs(kKind) + WideConfig::kConsumers * WideConfig::consumer_regs(kKind) >
       (1 + WideConfig::kConsumers) * attributes.numRegs)
     return cudaErrorInvalidConfiguration;
-  return cudaFuncSetAttribute(wide_decode_kernel<T, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(wide_decode_kernel<T, kKind, kSchedule>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(kWideSmemBytes));
+}
+
+// EXPERIMENT: OPENMLA_SM90_WIDE_SCHEDULE=alternating|seesaw (default seesaw) picks the consumer schedule,
+// so that both are timed in one run; the loser is removed.
+inline WideSchedule wide_schedule_from_env() {
+  static const WideSchedule s = [] {
+    const char* v = std::getenv("OPENMLA_SM90_WIDE_SCHEDULE");
+    return v != nullptr && std::string(v) == "alternating" ? WideSchedule::kAlternating : WideSchedule::kSeesaw;
+  }();
+  return s;
+}
+
+template <typename T, int kKind>
+cudaError_t prepare_wide_decode_kernel() {
+  if (const cudaError_t e = prepare_wide_kernel<T, kKind, WideSchedule::kAlternating>(); e != cudaSuccess) return e;
+  return prepare_wide_kernel<T, kKind, WideSchedule::kSeesaw>();
 }
 
 template <typename T, int kKind>
 cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
-  return launch_kernel(wide_decode_kernel<T, kKind>, grid, WideConfig::kThreads, kWideSmemBytes, stream, programmatic,
-                       p, maps);
+  if (wide_schedule_from_env() == WideSchedule::kAlternating)
+    return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kAlternating>, grid, WideConfig::kThreads,
+                         kWideSmemBytes, stream, programmatic, p, maps);
+  return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kSeesaw>, grid, WideConfig::kThreads, kWideSmemBytes,
+                       stream, programmatic, p, maps);
 }
 
 #define OPENMLA_INSTANTIATE_SM90_WIDE(T, KIND)                                                           \
