@@ -429,10 +429,11 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
                                                const TileMask& mask, int tiles, int me, int t, int c, int row0,
                                                int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
+  const uint32_t it0 = it;  // the segment's first tile in the stage sequence
   float s[32];
   // S of this consumer's first tile.
   if (me < tiles) {
-    const uint32_t tile_it = it + me;
+    const uint32_t tile_it = it0 + me;
     if (me == 0) {
       issue_qk_boxes<T, 0, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
     } else {
@@ -442,11 +443,12 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
   wgmma_wait<0>();
   fence_operands(s);
 
-  for (int j = 0; j < tiles; j += 2, it += 2) {
+  for (int j = 0; j < tiles; j += 2) {
     const bool has_b = j + 1 < tiles;
     const int block_a = seg.block_begin + j, block_b = block_a + 1;
-    const int stage_a = it % 2, stage_b = (it + 1) % 2;
-    const uint32_t parity_a = (it / 2) & 1, parity_b = ((it + 1) / 2) & 1;
+    const uint32_t it_a = it0 + j, it_b = it_a + 1;
+    const int stage_a = it_a % 2, stage_b = it_b % 2;
+    const uint32_t parity_a = (it_a / 2) & 1, parity_b = (it_b / 2) & 1;
     {
       const int page = page_ids[block_a];
       bad_page |= page < 0 || page >= num_pages;
@@ -572,6 +574,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       fence_operands(s);
     }
   }
+  it = it0 + tiles;
 }
 
 // ---- the kernel ------------------------------------------------------------------------------
