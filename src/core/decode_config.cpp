@@ -97,16 +97,17 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   }
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
+  const Sm90Schedule wide = rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
   switch (requested_rows) {
     case 0:
       // The 32-row narrow kernel is opt-in: 1.3-1.7x faster than the wide kernel at b >= 64 with
       // s_k >= 4K but slower on small batches (bench/results/2026-11-29-h200-sm90-narrow.md), and
       // compute-sanitizer's racecheck reports hazards in its per-segment merge that are not
       // resolved yet (docs/hopper-kernel.md).
-      return narrow_format && rows <= 16 ? kSm90Narrow16 : kSm90Wide;
+      return narrow_format && rows <= 16 ? kSm90Narrow16 : wide;
     case 16: return narrow_format && rows <= 16 ? kSm90Narrow16 : Sm90Schedule{};
     case 32: return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
-    case 64: return kSm90Wide;
+    case 64: return wide;
     default: return Sm90Schedule{};
   }
 }

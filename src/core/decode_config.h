@@ -40,19 +40,28 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // one), for per-tensor e4m3 caches and ds_mla caches with a bf16 query. rows_per_cta 0: the
 // requested schedule cannot run the shape.
 // "FP8 math" (opt-in, per-tensor e4m3): the wide schedule with both products on e4m3 wgmma.
+// The wide kernel's consumers run one of two schedules: "alternating" (one tile at a time) or "seesaw"
+// (pairs of tiles, one consumer's S under the other's softmax), the latter from kSm90SeesawMinRows
+// query rows per request, where the tensor cores bound the time.
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;
   bool narrow = false;
   bool fp8_math = false;
+  bool seesaw = false;
 };
-inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false};
-inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false};
-inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false};
-inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true};
+inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false, false};
+inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, false, false, true};
+inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false, false};
+inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false, false};
+inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false};
+// Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
+// from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and 2-7% slower with 16-32 rows.
+inline constexpr int kSm90SeesawMinRows = 128;
 
 // The schedule for rows = s_q * h_q. requested_rows: 0 (automatic: narrow for <= 16 rows where the
 // format allows, wide otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta.
+// The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
 // math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64.
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;

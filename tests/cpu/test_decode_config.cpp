@@ -55,7 +55,7 @@ TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
 TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   const auto is = [](const Sm90Schedule& s, const Sm90Schedule& want) {
     return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow &&
-           s.fp8_math == want.fp8_math;
+           s.fp8_math == want.fp8_math && s.seesaw == want.seesaw;
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
   for (int rows : {8, 16, 64, 2048}) {
@@ -74,9 +74,15 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 0), kSm90Wide));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 0), kSm90Wide));
   }
-  for (int rows : {17, 32, 64, 2048})  // the 32-row variant is never automatic
+  for (int rows : {17, 32, 64, 127})  // the 32-row variant is never automatic
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
       EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
+  // The wide kernel's seesaw schedule from kSm90SeesawMinRows rows, automatic or requested.
+  for (int rows : {128, 256, 2048})
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90WideSeesaw)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 64), kSm90WideSeesaw)) << rows;
+    }
   // Requested: what the shape allows, or rows_per_cta 0.
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 32, 32), kSm90Narrow32));
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, 8, 32), kSm90Narrow32));
@@ -85,7 +91,7 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8DsMla, false, 16, 16).rows_per_cta, 0);
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kBF16, true, 16, 16).rows_per_cta, 0);
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 64), kSm90Wide));
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 2048, 64), kSm90Wide));
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 64, 64), kSm90Wide));
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 48).rows_per_cta, 0);
 }
 

@@ -456,7 +456,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       bad_page |= page_b < 0 || page_b >= num_pages;
     }
     if (me == 0) {
-      const SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       __syncwarp();  // the quad's reads of the previous pair's values are done
       if (c == 0) {
         sm.row_max[row0] = st.m0;
@@ -468,11 +468,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
       rescale_rows(o, st.alpha0, st.alpha1);
-      uint32_t pa[4][4];
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) pa[kk][r] = st.pa[kk][r];
+      uint32_t (&pa)[4][4] = st.pa;
       zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 0, t);
       issue_pv_rs<T>(sm, stage_a, 0, pa, o);
       wgmma_wait<0>();
@@ -670,23 +666,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       return;
     }
     // Lane 0 of warp h copies half h of every page as soon as consumer h released it: the V boxes
-    // [4h, 4h + 4), and the rope box 8 with the half of the consumer that reads the P written over it
-    // (seesaw: consumer 1 for the first tile of a pair, consumer 0 for the second; the alternating
-    // schedule reads box 8 only before both releases).
+    // [4h, 4h + 4), and the rope box 8 when consumer h read the P that the stage's previous tile wrote
+    // over it (seesaw: consumer 1 reads P of the first tile of a pair, consumer 0 of the second; the
+    // alternating schedule reads box 8 only before both releases).
     if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kConsumers) return;
     const int half = threadIdx.x / 32;
     if (half == 0) prefetch_kv_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
+    uint32_t second_of_pair = 0;  // bit s: the tile last copied into stage s was the second of its pair
     for (int req = part.begin_req; req <= part.end_req; ++req) {
       const Segment seg = make_segment(p, part, part_idx, req);
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
-        const bool rope_here = ((block - seg.block_begin) & 1) == (half == 0 ? 1 : 0);
+        const int p_reader = (second_of_pair >> stage) & 1 ? 0 : 1;  // of the previous tile's P
+        second_of_pair = (second_of_pair & ~(1u << stage)) | (((block - seg.block_begin) & 1u) << stage);
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
-        if (rope_here) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
+        if (p_reader == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
       }
     }
     return;

@@ -115,6 +115,7 @@ namespace openmla::kernels {
 
 // The schedules' constants (core/decode_config.h, tested on the CPU) are the kernels' own.
 static_assert(detail::kSm90Wide.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90Wide.ctas_per_sm == 1);
+static_assert(detail::kSm90WideSeesaw.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90WideSeesaw.ctas_per_sm == 1);
 static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16>::kRows &&
               detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16>::kCtasPerSm);
 static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
@@ -180,7 +181,7 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
           return sm90::run_narrow_decode<T, kKind, decltype(r)::value>(p, maps, programmatic, stream);
         });
     }
-    return sm90::run_wide_decode<T, kKind>(p, maps, programmatic, stream);
+    return sm90::run_wide_decode<T, kKind>(p, maps, schedule.seesaw, programmatic, stream);
   });
 }
 

@@ -10,9 +10,11 @@ namespace openmla::kernels::sm90 {
 
 // The instantiations (instantiations/*.cu) behind kernels::prepare_sm90_decode and
 // kernels::launch_sm90_decode (kernels/common/launch.h): grid (m_tiles of 64 rows, p.num_parts).
-// kKind: kernels/common/kv_kind.h.
+// kKind: kernels/common/kv_kind.h. seesaw: the consumers' schedule (Sm90Schedule::seesaw, kernel.cuh);
+// prepare readies both.
 template <typename T, int kKind>
-cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream);
+cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool seesaw, bool programmatic,
+                            cudaStream_t stream);
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel();
 

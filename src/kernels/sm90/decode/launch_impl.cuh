@@ -1,9 +1,6 @@
 // Definitions behind launch.h for one query type and cache kind; included by the instantiation files.
 #pragma once
 
-#include <cstdlib>
-#include <string>
-
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/kernel.cuh"
 #include "kernels/sm90/decode/launch.h"
@@ -24,16 +21,6 @@ cudaError_t prepare_wide_kernel() {
                               static_cast<int>(kWideSmemBytes));
 }
 
-// EXPERIMENT: OPENMLA_SM90_WIDE_SCHEDULE=alternating|seesaw (default seesaw) picks the consumer schedule,
-// so that both are timed in one run; the loser is removed.
-inline WideSchedule wide_schedule_from_env() {
-  static const WideSchedule s = [] {
-    const char* v = std::getenv("OPENMLA_SM90_WIDE_SCHEDULE");
-    return v != nullptr && std::string(v) == "alternating" ? WideSchedule::kAlternating : WideSchedule::kSeesaw;
-  }();
-  return s;
-}
-
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel() {
   if (const cudaError_t e = prepare_wide_kernel<T, kKind, WideSchedule::kAlternating>(); e != cudaSuccess) return e;
@@ -41,9 +28,10 @@ cudaError_t prepare_wide_decode_kernel() {
 }
 
 template <typename T, int kKind>
-cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
+cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool seesaw, bool programmatic,
+                            cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
-  if (wide_schedule_from_env() == WideSchedule::kAlternating)
+  if (!seesaw)
     return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kAlternating>, grid, WideConfig::kThreads,
                          kWideSmemBytes, stream, programmatic, p, maps);
   return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kSeesaw>, grid, WideConfig::kThreads, kWideSmemBytes,
@@ -51,7 +39,7 @@ cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool prog
 }
 
 #define OPENMLA_INSTANTIATE_SM90_WIDE(T, KIND)                                                           \
-  template cudaError_t run_wide_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
+  template cudaError_t run_wide_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, bool, cudaStream_t); \
   template cudaError_t prepare_wide_decode_kernel<T, KIND>();
 
 }  // namespace openmla::kernels::sm90
