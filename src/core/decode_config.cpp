@@ -97,7 +97,8 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   }
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
-  const Sm90Schedule wide = rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
+  const bool sixteen_bit = format == KVFormat::kBF16 || format == KVFormat::kFP16;
+  const Sm90Schedule wide = sixteen_bit && rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
   switch (requested_rows) {
     case 0:
       // The 32-row narrow kernel is opt-in: 1.3-1.7x faster than the wide kernel at b >= 64 with

@@ -41,8 +41,9 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // requested schedule cannot run the shape.
 // "FP8 math" (opt-in, per-tensor e4m3): the wide schedule with both products on e4m3 wgmma.
 // The wide kernel's consumers run one of two schedules: "alternating" (one tile at a time) or "seesaw"
-// (pairs of tiles, one consumer's S under the other's softmax), the latter from kSm90SeesawMinRows
-// query rows per request, where the tensor cores bound the time.
+// (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
+// kSm90SeesawMinRows query rows per request, where the tensor cores bound the time (FP8 caches expand
+// each page in place into a whole stage, which the seesaw releases in halves: 1.3-1.5x slower).
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;

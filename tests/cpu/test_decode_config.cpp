@@ -77,12 +77,18 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   for (int rows : {17, 32, 64, 127})  // the 32-row variant is never automatic
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
       EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
-  // The wide kernel's seesaw schedule from kSm90SeesawMinRows rows, automatic or requested.
-  for (int rows : {128, 256, 2048})
-    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+  // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows, automatic or
+  // requested; FP8 caches keep the alternating one.
+  for (int rows : {128, 256, 2048}) {
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
       EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90WideSeesaw)) << rows;
       EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 64), kSm90WideSeesaw)) << rows;
     }
+    for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 64), kSm90Wide)) << rows;
+    }
+  }
   // Requested: what the shape allows, or rows_per_cta 0.
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 32, 32), kSm90Narrow32));
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, 8, 32), kSm90Narrow32));
