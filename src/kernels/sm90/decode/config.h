@@ -67,7 +67,6 @@ enum NamedBarrier : int {
 enum class WideSchedule : int {
   kAlternating = 0,  // one tile at a time, owners alternate
   kSeesaw = 1,       // tiles in pairs: each consumer's S overlaps the other's softmax
-  kSeesawSynced = 2, // EXPERIMENT: the same with two-sided handoffs
 };
 
 // The halves of a stage that are released separately: consumer c's V half (boxes [4c, 4c + 4)), the

@@ -424,15 +424,11 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // releases its V half of a stage after its last PV on it (the producer copies the halves separately),
 // so S of the next pair starts on boxes that are already back. P of each tile is written
 // over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps.
-template <typename T, bool kSynced>
+template <typename T>
 __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                const TileMask& mask, int tiles, int me, int t, int c, int row0,
                                                int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
-  // EXPERIMENT: kSynced makes every handoff a rendezvous (both sides wait).
-  auto handoff = [](int id, int n) {
-    if constexpr (kSynced) named_barrier_wait(id, n); else named_barrier_arrive(id, n);
-  };
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
   float s[32];
   // S of this consumer's first tile.
@@ -468,7 +464,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
         sm.row_scale[row0] = st.alpha0;
         sm.row_scale[row1] = st.alpha1;
       }
-      handoff(kBarScale0Ready, 256);
+      named_barrier_arrive(kBarScale0Ready, 256);
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
       rescale_rows(o, st.alpha0, st.alpha1);
@@ -486,7 +482,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       scale_p_rows<T>(pa, f0, f1);
       store_p_tile(p_tile(sm, stage_a), pa, c, row0, row1);
       fence_proxy_async();
-      handoff(kBarP0Ready, 256);
+      named_barrier_arrive(kBarP0Ready, 256);
       rs.l0 *= f0;
       rs.l1 *= f1;
       rescale_rows(o, f0, f1);
@@ -541,14 +537,14 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
         rs.m0 = m_a0;
         rs.m1 = m_a1;
       }
-      handoff(kBarScale1Ready, 256);
+      named_barrier_arrive(kBarScale1Ready, 256);
       rs.l0 = rs.l0 * f0 + st.sum0;
       rs.l1 = rs.l1 * f1 + st.sum1;
       rescale_rows(o, f0, f1);
       if (has_b) {
         store_p_tile(p_tile(sm, stage_b), st.pa, c, row0, row1);
         fence_proxy_async();
-        handoff(kBarP1Ready, 256);
+        named_barrier_arrive(kBarP1Ready, 256);
         zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 1, t);
         issue_pv_rs<T>(sm, stage_b, 1, st.pa, o);
       }
@@ -735,8 +731,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    if constexpr (kSchedule != WideSchedule::kAlternating) {
-      consume_seesaw<MathT, kSchedule == WideSchedule::kSeesawSynced>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
+    if constexpr (kSchedule == WideSchedule::kSeesaw) {
+      consume_seesaw<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
                             p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     } else {
       consume_alternating<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c, row0, row1, it, o,

@@ -1,9 +1,6 @@
 // Definitions behind launch.h for one query type and cache kind; included by the instantiation files.
 #pragma once
 
-#include <cstdlib>
-#include <string>
-
 #include "kernels/common/launch.h"
 #include "kernels/sm90/decode/kernel.cuh"
 #include "kernels/sm90/decode/launch.h"
@@ -24,22 +21,11 @@ cudaError_t prepare_wide_kernel() {
                               static_cast<int>(kWideSmemBytes));
 }
 
-// EXPERIMENT: OPENMLA_SM90_SEESAW=arrive|sync|off (default sync) for an in-run A/B.
-inline int seesaw_variant_from_env() {
-  static const int v = [] {
-    const char* e = std::getenv("OPENMLA_SM90_SEESAW");
-    const std::string s = e ? e : "sync";
-    return s == "arrive" ? 1 : s == "off" ? 0 : 2;
-  }();
-  return v;
-}
-
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel() {
   if (const cudaError_t e = prepare_wide_kernel<T, kKind, WideSchedule::kAlternating>(); e != cudaSuccess) return e;
   if constexpr (kKind == kKv16Bit) {
-    if (const cudaError_t e = prepare_wide_kernel<T, kKind, WideSchedule::kSeesaw>(); e != cudaSuccess) return e;
-    return prepare_wide_kernel<T, kKind, WideSchedule::kSeesawSynced>();
+    return prepare_wide_kernel<T, kKind, WideSchedule::kSeesaw>();
   }
   return cudaSuccess;
 }
@@ -49,12 +35,8 @@ cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool sees
                             cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
   if constexpr (kKind == kKv16Bit) {
-    const int v = seesaw_variant_from_env();
-    if (seesaw && v == 1)
+    if (seesaw)
       return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kSeesaw>, grid, WideConfig::kThreads,
-                           kWideSmemBytes, stream, programmatic, p, maps);
-    if (seesaw && v == 2)
-      return launch_kernel(wide_decode_kernel<T, kKind, WideSchedule::kSeesawSynced>, grid, WideConfig::kThreads,
                            kWideSmemBytes, stream, programmatic, p, maps);
   }
   if (seesaw && kKind != kKv16Bit) return cudaErrorInvalidValue;  // the seesaw takes 16-bit caches only
