@@ -1,19 +1,18 @@
 // sm90a split-KV MLA decode kernel, "wide" schedule (config.h).
 //
 // CTA (m_tile, part), 3 warpgroups:
-//   producer  (warp 0, one lane): per KV tile, reads and range-checks the page id, waits for the
-//             stage to be free and issues the TMA boxes (page id = third coordinate of the map):
-//             9 tiles of a 16-bit cache, or an FP8 page as stored, which the producer's four
-//             warps then expand in place into the same 9 tiles (fp8_stage.cuh).
-//   consumers 0 and 1: consumer c owns O[:, 256c, +256). Tiles alternate owners (tile j of a
-//             segment belongs to consumer j % 2). The owner computes S = Q K^T (36 wgmma
-//             m64n64k16), masks, runs the online-softmax step, publishes P (bf16/fp16), the new row
-//             max and the rescale factor through shared memory, and multiplies its own half of V
-//             with P from registers (wgmma RS). The other consumer waits for the publication,
-//             rescales, and multiplies its half with P from shared memory (wgmma SS). Each
-//             consumer first waits for its PV of the previous tile and hands that stage back, so
-//             loads run a tile ahead; the owner's softmax is not overlapped with tensor work
-//             (docs/hopper-kernel.md: why, and the schedules measured against this one).
+//   producer: per KV tile, reads and range-checks the page id, waits for the stage (half) to be
+//             free and issues the TMA boxes (page id = third coordinate of the map): a 16-bit
+//             cache's 9 tiles, one copying thread per stage half (lane 0 of warps 0 and 1), or an
+//             FP8 page as stored, which the producer's four warps then expand in place into the
+//             same 9 tiles (fp8_stage.cuh).
+//   consumers 0 and 1: consumer c owns O[:, 256c, +256) and releases half c of a stage (its V
+//             boxes) after its last read. Two schedules (WideSchedule, picked on the host):
+//             alternating (consume_alternating): tile j's owner, consumer j % 2, computes S, the
+//             softmax step and P, then both multiply P by their V halves; one tile at a time.
+//             seesaw (consume_seesaw; 16-bit caches, >= 128 query rows): tiles in pairs, consumer 0
+//             computes S of the first, consumer 1 of the second, so one consumer's softmax runs
+//             under the other's wgmmas (docs/hopper-kernel.md: both, and the numbers).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
 // never used as a coordinate (the producer skips the copy), each consumer checks the id itself
 // and the segment's rows become NaN. Tokens past
@@ -423,7 +422,9 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // so one consumer's softmax runs while the other's wgmmas keep the tensor cores busy. Each consumer
 // releases its V half of a stage after its last PV on it (the producer copies the halves separately),
 // so S of the next pair starts on boxes that are already back. P of each tile is written
-// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps.
+// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps. Handoffs are
+// one-sided (the writer arrives, the reader waits): waiting on both sides deadlocks, since the two
+// consumers meet the P handoffs in opposite orders.
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                const TileMask& mask, int tiles, int me, int t, int c, int row0,
