@@ -58,9 +58,9 @@ __device__ __forceinline__ uint64_t v_desc(const WideSharedStorage& sm, int stag
   return sw128_desc(smem_addr(sm.kv[stage]) + half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128,
                     Cfg::kBoxBytes, 1024);
 }
-// P (A of O += P V, K-major: 64 rows x 64 tokens, one 128-B row per query row).
-__device__ __forceinline__ uint64_t p_desc(const WideSharedStorage& sm, int kk) {
-  return sw128_desc(smem_addr(sm.p) + kk * 32, 16, 1024);
+// P (A of O += P V, K-major: 64 rows x 64 tokens, one 128-B row per query row) stored at `tile`.
+__device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
+  return sw128_desc(smem_addr(tile) + kk * 32, 16, 1024);
 }
 
 
@@ -160,13 +160,14 @@ __device__ __forceinline__ void issue_pv_rs(const WideSharedStorage& sm, int sta
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) fence_operands(pa[kk]);
 }
-// ... or from shared memory (the other consumer's).
+// ... or from the P tile the other consumer stored.
 template <typename T>
-__device__ __forceinline__ void issue_pv_ss(const WideSharedStorage& sm, int stage, int half, float (&o)[128]) {
+__device__ __forceinline__ void issue_pv_ss(const WideSharedStorage& sm, const uint8_t* p_stored, int stage, int half,
+                                            float (&o)[128]) {
   fence_operands(o);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_ss_tb<T>(o, p_desc(sm, kk), v_desc(sm, stage, half, kk), true);
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_ss_tb<T>(o, p_desc(p_stored, kk), v_desc(sm, stage, half, kk), true);
   wgmma_commit();
   fence_operands(o);
 }
@@ -343,7 +344,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       rs.l0 *= alpha0;
       rs.l1 *= alpha1;
       rescale_rows(o, alpha0, alpha1);
-      issue_pv_ss<T>(sm, stage, me, o);
+      issue_pv_ss<T>(sm, sm.p, stage, me, o);
     }
   }
   wgmma_wait<0>();
@@ -358,9 +359,6 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
 // (kernel below: the producer copies box 8 with consumer 1's half for tile a, with consumer 0's for b).
 __device__ __forceinline__ uint8_t* p_tile(WideSharedStorage& sm, int stage) {
   return sm.kv[stage] + (Cfg::kBoxes - 1) * Cfg::kBoxBytes;
-}
-__device__ __forceinline__ uint64_t p_tile_desc(const uint8_t* tile, int kk) {
-  return sw128_desc(smem_addr(tile) + kk * 32, 16, 1024);
 }
 
 // S (+)= Q K^T over boxes kFirst, kFirst + 1, ... (mod 9), kCount of them, each its own commit group
@@ -490,13 +488,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       if (has_b) {
         named_barrier_wait(kBarP1Ready, 256);
         zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0, t);
-        fence_operands(o);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n256k16_ss_tb<T>(o, p_tile_desc(p_tile(sm, stage_b), kk), v_desc(sm, stage_b, 0, kk), true);
-        wgmma_commit();
-        fence_operands(o);
+        issue_pv_ss<T>(sm, p_tile(sm, stage_b), stage_b, 0, o);
       }
       const bool next = j + 2 < tiles;
       if (next) {
@@ -551,13 +543,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       }
       named_barrier_wait(kBarP0Ready, 256);
       zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 1, t);
-      fence_operands(o);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n256k16_ss_tb<T>(o, p_tile_desc(p_tile(sm, stage_a), kk), v_desc(sm, stage_a, 1, kk), true);
-      wgmma_commit();
-      fence_operands(o);
+      issue_pv_ss<T>(sm, p_tile(sm, stage_a), stage_a, 1, o);
       if (has_b) {
         wgmma_wait<1>();  // P_b V_b is done
         mbarrier_arrive(&sm.empty[stage_b][1]);
