@@ -35,6 +35,7 @@
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/config.h"
 #include "kernels/sm90/decode/o_fragment.cuh"
+#include "kernels/sm90/decode/seesaw_pairs.h"
 #include "kernels/sm90/decode/fp8_stage.cuh"
 #include "openmla/error.h"
 
@@ -661,17 +662,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (half == 0) prefetch_kv_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
-    uint32_t second_of_pair = 0;  // bit s: the tile last copied into stage s was the second of its pair
+    uint32_t second_of_pair = 0;  // rope_box_half's record of the stages' last tiles
     for (int req = part.begin_req; req <= part.end_req; ++req) {
       const Segment seg = make_segment(p, part, part_idx, req);
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
-        const int p_reader = (second_of_pair >> stage) & 1 ? 0 : 1;  // of the previous tile's P
-        second_of_pair = (second_of_pair & ~(1u << stage)) | (((block - seg.block_begin) & 1u) << stage);
+        const int rope_half = rope_box_half(second_of_pair, stage, block - seg.block_begin);
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
-        if (p_reader == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
+        if (rope_half == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
       }
     }
     return;
