@@ -69,10 +69,6 @@ enum class WideSchedule : int {
   kSeesaw = 1,       // tiles in pairs: each consumer's S overlaps the other's softmax
 };
 
-// The halves of a stage that are released separately: consumer c's V half (boxes [4c, 4c + 4)), the
-// rope box going with the upper half. The loads of a half wait only for their own consumer.
-inline constexpr int kLowerHalfBoxes = WideConfig::kHalfBoxes;  // boxes [0, 4) | [4, 9)
-
 // Everything lives in one 1024-B aligned block (FP8 pages land raw in the upper part of their
 // stage and are expanded in place: fp8_stage.cuh): the swizzled operands need 1024-B atoms.
 struct alignas(1024) WideSharedStorage {
@@ -85,7 +81,9 @@ struct alignas(1024) WideSharedStorage {
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
   uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
-  uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];  // consumer c's threads are done with half c
+  // Stage halves, released separately: half c = consumer c's V boxes [4c, 4c + 4), plus the rope box when
+  // consumer c read the P written over it (seesaw_pairs.h). Every thread of consumer c arrives.
+  uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];
 };
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack

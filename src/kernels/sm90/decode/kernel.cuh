@@ -437,7 +437,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
     if (me == 0) {
       issue_qk_boxes<T, 0, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
     } else {
-      issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
+      issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kBoxes, true>(sm, tile_it % 2, (tile_it / 2) & 1, s);
     }
   }
   wgmma_wait<0>();
@@ -493,13 +493,13 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       }
       const bool next = j + 2 < tiles;
       if (next) {
-        issue_qk_boxes<T, 0, kLowerHalfBoxes, true>(sm, stage_a, parity_a ^ 1, s);
-        wgmma_wait<kLowerHalfBoxes>();  // P_b V_b is done
+        issue_qk_boxes<T, 0, Cfg::kHalfBoxes, true>(sm, stage_a, parity_a ^ 1, s);
+        wgmma_wait<Cfg::kHalfBoxes>();  // P_b V_b is done
       } else {
         wgmma_wait<0>();
       }
       if (has_b) mbarrier_arrive(&sm.empty[stage_b][0]);
-      if (next) issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes - kLowerHalfBoxes, false>(sm, stage_a, parity_a ^ 1, s);
+      if (next) issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kBoxes - Cfg::kHalfBoxes, false>(sm, stage_a, parity_a ^ 1, s);
       wgmma_wait<0>();
       fence_operands(o);
       fence_operands(s);
@@ -553,7 +553,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       fence_operands(o);
       mbarrier_arrive(&sm.empty[stage_a][1]);
       if (j + 3 < tiles)
-        issue_qk_boxes<T, kLowerHalfBoxes, Cfg::kBoxes, true>(sm, stage_b, parity_b ^ 1, s);
+        issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kBoxes, true>(sm, stage_b, parity_b ^ 1, s);
       wgmma_wait<0>();
       fence_operands(s);
     }
