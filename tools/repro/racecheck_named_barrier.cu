@@ -18,7 +18,11 @@
 //      The PTX memory model orders each arrive before the completion of the sync it meets, and every
 //      reuse passes such a pair, so a racecheck report here is the tool's.
 //   5: variant 4 with both sides of each handoff waiting (`barrier.sync`), the control.
-// Not yet run (2026-11-30: no device time left after the seesaw runs).
+// Result on the H200 (CUDA 13.0, 2026-11-30, ed39053): variant 4 computes the right sum and racecheck reports
+// 8 errors (both directions: row_a read against its write, row_b write against its read); variant 5: 0
+// hazards; variant 3 again 0. So racecheck does not take a `barrier.arrive` as ordering the arriving
+// thread's earlier accesses before the waiting side's later ones, which the PTX memory model does: the
+// seesaw's reports on the same pattern are this (bench/results/2026-11-30-h200-sm90-seesaw.md).
 #include <cstdio>
 #include <cstdlib>
 
