@@ -43,7 +43,7 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // The wide kernel's consumers run one of two schedules: "alternating" (one tile at a time) or "seesaw"
 // (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
 // kSm90SeesawMinRows query rows per request, where the tensor cores bound the time (FP8 caches expand
-// each page in place into a whole stage, which the seesaw releases in halves: 1.3-1.5x slower).
+// each page in place into a whole stage, which the seesaw releases in halves: 1.36-1.42x slower).
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;
@@ -57,7 +57,7 @@ inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false, false};
 inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false, false};
 inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false};
 // Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
-// from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and 2-7% slower with 16-32 rows.
+// from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
 inline constexpr int kSm90SeesawMinRows = 128;
 
 // The schedule for rows = s_q * h_q. requested_rows: 0 (automatic: narrow for <= 16 rows where the

@@ -264,6 +264,12 @@ __device__ __forceinline__ void rope_to_fp16_in_place(uint8_t* stage, int t) {
   }
 }
 
+// Both halves of a stage released by their consumers (an FP8 page is expanded into the whole stage).
+__device__ __forceinline__ void wait_stage_free(WideSharedStorage& sm, int stage, uint32_t parity) {
+  mbarrier_wait(&sm.empty[stage][0], parity);
+  mbarrier_wait(&sm.empty[stage][1], parity);
+}
+
 // The producer warpgroup for FP8 caches. All four warps expand each page and complete its `full`
 // barriers (one arrival per thread). Lane 0 of warp 0 also issues the copies one
 // tile ahead: the next tile's stage is freed by the consumers during the current expansion, so it
@@ -284,8 +290,7 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     const int stage = issued % WideConfig::kStages;
     const uint32_t parity = ((issued / WideConfig::kStages) & 1) ^ 1;
     if (block) {
-      mbarrier_wait(&sm.empty[stage][0], parity);
-      mbarrier_wait(&sm.empty[stage][1], parity);
+      wait_stage_free(sm, stage, parity);
     } else if (!mbarrier_test_wait(&sm.empty[stage][0], parity) || !mbarrier_test_wait(&sm.empty[stage][1], parity)) {
       return;
     }
@@ -303,8 +308,7 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // issuer waited for before copying; it completed long ago), so that the order of the previous
     // round's reads and tail zeroing before this round's writes does not rest on the chain through
     // the issuer and the copy's completion alone (compute-sanitizer's racecheck does not follow it).
-    mbarrier_wait(&sm.empty[stage][0], ((it / WideConfig::kStages) & 1) ^ 1);
-    mbarrier_wait(&sm.empty[stage][1], ((it / WideConfig::kStages) & 1) ^ 1);
+    wait_stage_free(sm, stage, ((it / WideConfig::kStages) & 1) ^ 1);
     // Groups of boxes in order, then one proxy fence and the `full` arrivals for the whole page: the
     // consumers wait for every box before their first S wgmma anyway (ptxas rules, kernel.cuh), and
     // a fence per box left the expansion latency-bound (bench/results/2026-11-29-h200-sm90-fp8.md).

@@ -253,23 +253,35 @@ __device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], cons
   return r;
 }
 
+// A 64 x 64 P tile (this thread's fragments) into a K-major SW128 tile for the other consumer.
+__device__ __forceinline__ void store_p_tile(uint8_t* tile, const uint32_t (&pa)[4][4], int c, int row0, int row1) {
+#pragma unroll
+  for (int n8 = 0; n8 < 8; ++n8) {
+    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row0, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 0];
+    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row1, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 1];
+  }
+}
+
+// This thread's two rows' new max and rescale factor for the other consumer (lane 0 of each quad
+// writes; the caller orders the quad's reads of the previous values before, with __syncwarp).
+__device__ __forceinline__ void write_row_state(float* row_max, float* row_scale, float m0, float m1, float alpha0,
+                                                float alpha1, int c, int row0, int row1) {
+  if (c == 0) {
+    row_max[row0] = m0;
+    row_max[row1] = m1;
+    row_scale[row0] = alpha0;
+    row_scale[row1] = alpha1;
+  }
+}
+
 // P (bf16/fp16) and the rows' new max and alpha into shared memory for the other consumer. The
 // caller makes sure nobody still reads the previous P.
 __device__ __forceinline__ void publish_p(WideSharedStorage& sm, const SoftmaxStep& st, int c, int row0, int row1) {
   // The quad's other lanes read this row's max and alpha in the previous tile (as the non-owner):
   // order those reads before lane 0's writes (one warp; racecheck wants the order explicit).
   __syncwarp();
-#pragma unroll
-  for (int n8 = 0; n8 < 8; ++n8) {
-    *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row0, n8) + 4 * c) = st.pa[n8 / 2][(n8 % 2) * 2 + 0];
-    *reinterpret_cast<uint32_t*>(sm.p + sw128_offset(row1, n8) + 4 * c) = st.pa[n8 / 2][(n8 % 2) * 2 + 1];
-  }
-  if (c == 0) {
-    sm.row_max[row0] = st.m0;
-    sm.row_max[row1] = st.m1;
-    sm.row_scale[row0] = st.alpha0;
-    sm.row_scale[row1] = st.alpha1;
-  }
+  store_p_tile(sm.p, st.pa, c, row0, row1);
+  write_row_state(sm.row_max, sm.row_scale, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
   fence_proxy_async();  // P is read by the other consumer's wgmma
 }
 
@@ -389,15 +401,6 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
   }
 }
 
-// A 64 x 64 P tile (this thread's fragments) into a K-major SW128 tile for the other consumer.
-__device__ __forceinline__ void store_p_tile(uint8_t* tile, const uint32_t (&pa)[4][4], int c, int row0, int row1) {
-#pragma unroll
-  for (int n8 = 0; n8 < 8; ++n8) {
-    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row0, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 0];
-    *reinterpret_cast<uint32_t*>(tile + sw128_offset(row1, n8) + 4 * c) = pa[n8 / 2][(n8 % 2) * 2 + 1];
-  }
-}
-
 // P fragments (two rows per thread) times the rows' factors, in fp32, rounded once more.
 template <typename T>
 __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, float f1) {
@@ -458,12 +461,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
     if (me == 0) {
       SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       __syncwarp();  // the quad's reads of the previous pair's values are done
-      if (c == 0) {
-        sm.row_max[row0] = st.m0;
-        sm.row_max[row1] = st.m1;
-        sm.row_scale[row0] = st.alpha0;
-        sm.row_scale[row1] = st.alpha1;
-      }
+      write_row_state(sm.row_max, sm.row_scale, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
       named_barrier_arrive(kBarScale0Ready, 256);
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
@@ -512,12 +510,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       __syncwarp();  // the quad's reads above are done before lane 0 writes
       if (has_b) {
         st = softmax_step<T>(s, mask, block_b * Cfg::kTokens, c, m_a0, m_a1, scale_log2);
-        if (c == 0) {
-          sm.row_max[row0] = st.m0;
-          sm.row_max[row1] = st.m1;
-          sm.row_scale_b[row0] = st.alpha0;
-          sm.row_scale_b[row1] = st.alpha1;
-        }
+        write_row_state(sm.row_max, sm.row_scale_b, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
         f0 *= st.alpha0;
         f1 *= st.alpha1;
         rs.m0 = st.m0;
