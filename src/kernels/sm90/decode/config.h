@@ -32,7 +32,7 @@ struct WideConfig {
   static constexpr int kHalfBoxes = kHalfCols / kBoxDims;      // V boxes per consumer
   // setmaxnreg budgets. The consumers' increase only completes with registers the producer
   // released, so producer + 2 x consumer <= 3 x the launch's count (168 at 384 threads; checked
-  // when the kernel is prepared): 40 / 232 for 16-bit caches (one copying thread); FP8 caches give
+  // when the kernel is prepared): 40 / 232 for 16-bit caches (four copying threads); FP8 caches give
   // the dequantizing warps 64 (at 40 they spill) and the consumers 216 (they compile to <= 168).
   static constexpr int producer_regs(int kind) { return kind == kKv16Bit ? 40 : 56; }
   static constexpr int consumer_regs(int kind) { return kind == kKv16Bit ? 232 : 224; }
@@ -56,11 +56,10 @@ enum NamedBarrier : int {
   kBarPReady = 2,     // the owner of a tile published P, its row max and alpha (256)
   kBarConsumer0 = 4,  // consumer 0 alone (128); consumer 1 uses kBarConsumer0 + 1
   kBarDequant = 6,    // the dequantizing warps of the producer warpgroup (FP8 caches, 128)
-  // Seesaw handoffs (kernel.cuh, consume_seesaw): one side arrives, the other waits (256).
+  // Seesaw handoffs (kernel.cuh, consume_seesaw): both consumers meet at each (256), in this order.
   kBarScale0Ready = 7,  // consumer 0 published tile a's row max and alpha
-  kBarScale1Ready = 8,  // consumer 1 published tile b's row max and alpha
+  kBarScale1Ready = 8,  // consumer 1 published tile b's row max and alpha, and stored P of b
   kBarP0Ready = 9,      // consumer 0 stored P of tile a (rescaled to tile b's max)
-  kBarP1Ready = 10,     // consumer 1 stored P of tile b
 };
 
 // Which consumer schedule the wide kernel runs (kernel.cuh).

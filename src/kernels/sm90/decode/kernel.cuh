@@ -3,7 +3,7 @@
 // CTA (m_tile, part), 3 warpgroups:
 //   producer: per KV tile, reads and range-checks the page id, waits for the stage (half) to be
 //             free and issues the TMA boxes (page id = third coordinate of the map): a 16-bit
-//             cache's 9 tiles, one copying thread per stage half (lane 0 of warps 0 and 1), or an
+//             cache's 9 tiles, one copying thread per stage and half (lane 0 of warps 0-3), or an
 //             FP8 page as stored, which the producer's four warps then expand in place into the
 //             same 9 tiles (fp8_stage.cuh).
 //   consumers 0 and 1: consumer c owns O[:, 256c, +256) and releases half c of a stage (its V
@@ -424,9 +424,11 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // so one consumer's softmax runs while the other's wgmmas keep the tensor cores busy. Each consumer
 // releases its V half of a stage after its last PV on it (the producer copies the halves separately),
 // so S of the next pair starts on boxes that are already back. P of each tile is written
-// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps. Handoffs are
-// one-sided (the writer arrives, the reader waits): waiting on both sides deadlocks, since the two
-// consumers meet the P handoffs in opposite orders.
+// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps. The handoffs are
+// rendezvous of both consumers (`barrier.sync` on both sides), met by both in one order per pair:
+// Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Measured
+// 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
+// them (it does not model `barrier.arrive`).
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                const TileMask& mask, int tiles, int me, int t, int c, int row0,
@@ -462,7 +464,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       __syncwarp();  // the quad's reads of the previous pair's values are done
       write_row_state(sm.row_max, sm.row_scale, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
-      named_barrier_arrive(kBarScale0Ready, 256);
+      named_barrier_wait(kBarScale0Ready, 256);
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
       rescale_rows(o, st.alpha0, st.alpha1);
@@ -480,12 +482,11 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       scale_p_rows<T>(pa, f0, f1);
       store_p_tile(p_tile(sm, stage_a), pa, c, row0, row1);
       fence_proxy_async();
-      named_barrier_arrive(kBarP0Ready, 256);
+      named_barrier_wait(kBarP0Ready, 256);
       rs.l0 *= f0;
       rs.l1 *= f1;
       rescale_rows(o, f0, f1);
       if (has_b) {
-        named_barrier_wait(kBarP1Ready, 256);
         zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0, t);
         issue_pv_ss<T>(sm, p_tile(sm, stage_b), stage_b, 0, o);
       }
@@ -524,14 +525,15 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
         rs.m0 = m_a0;
         rs.m1 = m_a1;
       }
-      named_barrier_arrive(kBarScale1Ready, 256);
+      if (has_b) {  // P_b goes out with b's max
+        store_p_tile(p_tile(sm, stage_b), st.pa, c, row0, row1);
+        fence_proxy_async();
+      }
+      named_barrier_wait(kBarScale1Ready, 256);
       rs.l0 = rs.l0 * f0 + st.sum0;
       rs.l1 = rs.l1 * f1 + st.sum1;
       rescale_rows(o, f0, f1);
       if (has_b) {
-        store_p_tile(p_tile(sm, stage_b), st.pa, c, row0, row1);
-        fence_proxy_async();
-        named_barrier_arrive(kBarP1Ready, 256);
         zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 1, t);
         issue_pv_rs<T>(sm, stage_b, 1, st.pa, o);
       }
@@ -646,13 +648,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           p, part, part_idx, sm, [&](int stage, int page) { load_page<kKind>(p, sm, maps, stage, page, policy); });
       return;
     }
-    // Lane 0 of warp h copies half h of every page as soon as consumer h released it: the V boxes
-    // [4h, 4h + 4), and the rope box 8 when consumer h read the P that the stage's previous tile wrote
-    // over it (seesaw: consumer 1 reads P of the first tile of a pair, consumer 0 of the second; the
-    // alternating schedule reads box 8 only before both releases).
-    if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kConsumers) return;
-    const int half = threadIdx.x / 32;
-    if (half == 0) prefetch_kv_maps<kKind>(maps);
+    // Lane 0 of warp 2 s + h copies half h of the pages of stage s as soon as consumer h released it:
+    // the V boxes [4h, 4h + 4), and the rope box 8 when consumer h read the P that the stage's previous
+    // tile wrote over it (seesaw: consumer 1 reads P of the first tile of a pair, consumer 0 of the
+    // second; the alternating schedule reads box 8 only before both releases). One thread per stage,
+    // not per half: the seesaw's consumer 1 releases stage b's half before stage a's, and a thread
+    // taking the tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
+    if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
+    const int half = (threadIdx.x / 32) % Cfg::kConsumers;
+    const int my_stage = (threadIdx.x / 32) / Cfg::kConsumers;
+    if (threadIdx.x == 0) prefetch_kv_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     uint32_t second_of_pair = 0;  // rope_box_half's record of the stages' last tiles
@@ -660,8 +665,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const Segment seg = make_segment(p, part, part_idx, req);
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
+        const int rope_half = rope_box_half(second_of_pair, stage, block - seg.block_begin);  // every tile
+        if (stage != my_stage) continue;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
-        const int rope_half = rope_box_half(second_of_pair, stage, block - seg.block_begin);
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
         if (rope_half == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
