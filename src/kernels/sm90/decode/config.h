@@ -41,13 +41,15 @@ struct WideConfig {
   static constexpr int kDequantThreads = kDequantWarps * 32;
 };
 
-// The cache's tensor maps (launch.cu). 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
+// The tensor maps of a call (launch.cu). 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
 // SW128. e4m3: `kv`, bytes, boxes of 64 x 64. ds_mla: `kv` (latent bytes, 64 x 64), `scales`
-// (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands as the bf16 tile of box 8).
+// (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands as the bf16 tile of box 8). The wide
+// kernel also reads the query through `q`.
 struct KvMaps {
   CUtensorMap kv;
   CUtensorMap scales;
   CUtensorMap rope;
+  CUtensorMap q;  // the wide kernel's Q: (576 dims, h_q, s_q, b), boxes of 64 dims x one m-tile's 64 rows, SW128
 };
 
 // Named barrier ids (0 is __syncthreads).
@@ -80,6 +82,7 @@ struct alignas(1024) WideSharedStorage {
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
   uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
+  uint64_t q_full;                       // a segment's Q landed (one phase per segment with tiles)
   // Stage halves, released separately: half c = consumer c's V boxes [4c, 4c + 4), plus the rope box when
   // consumer c read the P written over it (seesaw_pairs.h). Every thread of consumer c arrives.
   uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];

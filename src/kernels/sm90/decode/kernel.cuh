@@ -67,20 +67,17 @@ __device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
 
 // ---- tile steps ------------------------------------------------------------------------------
 
-// Q rows of this m-tile into the 9 swizzled boxes (rows past s_q * h_q are zero). 256 threads.
-template <typename T>
-__device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_tile, WideSharedStorage& sm, int tid) {
-  const char* q = static_cast<const char*>(p.q);
-  constexpr int kChunksPerRow = kHeadDimQK * 2 / 16;  // 72
-  for (int i = tid; i < Cfg::kRows * kChunksPerRow; i += 256) {
-    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-    const int row = m_tile * Cfg::kRows + r;
-    const bool valid = row < p.rows;
-    const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
-    const char* src = q + q_offset(p, req, qi, head) * 2 + c * 16;
-    cp_async_16(sm.q + (c / 8) * Cfg::kBoxBytes + sw128_offset(r, c % 8), valid ? src : q, valid);
-  }
-  cp_async_commit();
+// Q rows of this m-tile into the 9 swizzled boxes by TMA (one thread; rows past s_q * h_q are out of
+// the map's bounds and land as zeros), completing on q_full. Row r of the m-tile is (token, head) =
+// divmod(64 m_tile + r, h_q): the box's (h_q, s_q) extents are (h_q, 64 / h_q) below 64 heads, else (64, 1).
+__device__ __forceinline__ void issue_q_load(const DecodeParams& p, const KvMaps& maps, WideSharedStorage& sm, int req,
+                                             int m_tile) {
+  const int row0 = m_tile * Cfg::kRows;
+  mbarrier_arrive_expect_tx(&sm.q_full, Cfg::kTileBytes);
+#pragma unroll
+  for (int box = 0; box < Cfg::kBoxes; ++box)
+    tma_load_4d(sm.q + box * Cfg::kBoxBytes, &maps.q, box * Cfg::kBoxDims, row0 % p.num_heads, row0 / p.num_heads,
+                req, &sm.q_full);
 }
 
 // The tile math's element type. Per-tensor e4m3 caches run their MMAs in fp16 whatever the query
@@ -90,7 +87,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
 template <typename T, int kKind>
 using MathType = std::conditional_t<kKind == kKvE4M3, __half, T>;
 
-// A bf16 Q tile (as load_q wrote it) -> fp16 in place, times 2^-shift (common/fp16_query.cuh);
+// A bf16 Q tile (as issue_q_load wrote it) -> fp16 in place, times 2^-shift (common/fp16_query.cuh);
 // returns the shift. 256 consumer threads; uses row_sum as scratch (free between segments).
 __device__ __forceinline__ int q_to_fp16_in_place(WideSharedStorage& sm, int tid) {
   constexpr int kChunks = Cfg::kTileBytes / 16;
@@ -629,6 +626,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbarrier_init(&sm.raw[s][0], 1);
       for (int h = 0; h < Cfg::kConsumers; ++h) mbarrier_init(&sm.empty[s][h], 128);  // consumer h's threads
     }
+    mbarrier_init(&sm.q_full, 1);
     fence_barrier_init();
   }
   __syncthreads();
@@ -685,6 +683,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int g = lane / 4, c = lane % 4;
   const int row0 = warp * 16 + g, row1 = row0 + 8;  // this thread's two rows of the m-tile
   uint32_t it = 0;
+  // Q of every segment of the part is loaded, with or without tiles (q_full's phase = the segment's
+  // index in the part): the first at the loop's start, each next one under the previous segment's
+  // epilogue. (Issued before the loop, the first load's values stay live across it: 96 B of spills.)
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
     const Segment seg = make_segment(p, part, part_idx, req);
@@ -693,14 +694,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Previous segment's readers of Q, P and the row arrays are done.
     named_barrier_sync(kBarConsumers, 256);
     int q_shift = 0;  // Q is stored times 2^-q_shift (fp16 math for a bf16 query only)
+    if (tid == 0 && req == part.begin_req) issue_q_load(p, maps, sm, req, m_tile);
+    mbarrier_wait(&sm.q_full, (req - part.begin_req) & 1);
     if (tiles > 0) {
-      load_q<T>(p, req, m_tile, sm, tid);
-      cp_async_wait<0>();
       if constexpr (!std::is_same_v<MathT, T>) {
-        named_barrier_sync(kBarConsumers, 256);  // every thread's Q chunks landed
         q_shift = q_to_fp16_in_place(sm, tid);
+        fence_proxy_async();  // the converted Q is read by wgmma
       }
-      fence_proxy_async();
     }
     named_barrier_sync(kBarConsumers, 256);
     const float q_unscale = exp2f(static_cast<float>(q_shift));  // scores back to the query's units
@@ -725,8 +725,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                  rs, p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     }
     const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
+    // Once both consumers are past their last S (the row sums' barrier), the next segment's Q goes into
+    // the Q buffer under this segment's output stores.
+    const auto prefetch_next_q = [&] {
+      if (tid == 0 && req < part.end_req) issue_q_load(p, maps, sm, req + 1, m_tile);
+    };
     write_segment_rows<T, kBarConsumers>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1,
-                                         rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f, sm.row_sum, bad_page);
+                                         rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f, sm.row_sum, bad_page,
+                                         prefetch_next_q);
   }
 }
 

@@ -1,4 +1,5 @@
-// KV tensor maps (page id as the third coordinate) and dispatch on the query type and cache kind.
+// KV tensor maps (page id as the third coordinate), the wide kernel's Q map, and dispatch on the query type and
+// cache kind.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -49,6 +50,34 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, type, 3, const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The wide kernel's Q map (kernel.cuh, issue_q_load): dims (576, h_q, s_q, b) with the query's strides,
+// boxes of 64 dims x one m-tile (64 rows: h_q heads x 64 / h_q tokens below 64 heads, else 64 heads x 1),
+// SW128 like the KV tiles. Rows past s_q * h_q are out of bounds and land as zeros. A dimension of size
+// 1 gets a packed stride (its stride is never used, and need not be aligned).
+cudaError_t encode_q_map(const DecodeParams& p, bool q_is_bf16, CUtensorMap* map) {
+  auto encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const int h = p.num_heads;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(kHeadDimQK), static_cast<cuuint64_t>(h),
+                              static_cast<cuuint64_t>(p.q_len), static_cast<cuuint64_t>(p.batch)};
+  const int64_t elem_strides_in[3] = {p.q_stride_h, p.q_stride_s, p.q_stride_b};
+  cuuint64_t strides[3];
+  uint64_t packed = static_cast<uint64_t>(kHeadDimQK) * 2;
+  for (int d = 0; d < 3; ++d) {
+    strides[d] = dims[d + 1] > 1 ? static_cast<cuuint64_t>(elem_strides_in[d]) * 2 : packed;
+    packed = strides[d] * dims[d + 1];
+  }
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(WideConfig::kBoxDims),
+                             static_cast<cuuint32_t>(h < WideConfig::kRows ? h : WideConfig::kRows),
+                             static_cast<cuuint32_t>(h < WideConfig::kRows ? WideConfig::kRows / h : 1), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, q_is_bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                            const_cast<void*>(p.q), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -169,8 +198,9 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
     return q_is_bf16 ? sm90::run_fp8_math_decode<__nv_bfloat16>(p, maps, programmatic, stream)
                      : sm90::run_fp8_math_decode<__half>(p, maps, programmatic, stream);
   }
-  const cudaError_t e =
+  cudaError_t e =
       schedule.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
+  if (e == cudaSuccess && !schedule.narrow) e = sm90::encode_q_map(p, q_is_bf16, &maps.q);
   if (e != cudaSuccess) return e;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);

@@ -33,12 +33,13 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // row_sum, over both consumers (a named barrier of the 256 consumer threads, id kBarrier).
 // out = o * p.out_scale / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
 // units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
-template <typename T, int kBarrier>
+// after_reduce() runs once both consumers passed the row sums' barrier (their tile loops are done).
+template <typename T, int kBarrier, typename AfterReduce>
 __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const Segment& seg, int req, int m_tile,
                                                    int rows_per_tile, int me, int c, int tid, int row0, int row1,
                                                    const float (&o)[128], float l0, float l1, float lse_term0,
                                                    float lse_term1, float o_scale, float (&row_sum)[2][64],
-                                                   bool bad_page) {
+                                                   bool bad_page, AfterReduce&& after_reduce) {
   constexpr int kHalfCols = 256;
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
@@ -49,6 +50,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   named_barrier_sync(kBarrier, 256);
   l0 = row_sum[0][row0] + row_sum[1][row0];
   l1 = row_sum[0][row1] + row_sum[1][row1];
+  after_reduce();
 
   const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
