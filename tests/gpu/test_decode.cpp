@@ -658,6 +658,71 @@ TEST(Decode, EveryPortableTileMatchesReference) {
   }
 }
 
+// Query views the validator accepts besides the packed one: padded rows, heads and tokens swapped in
+// memory, and one row broadcast over the heads (stride 0). The sm90 wide kernel reads Q through a TMA
+// map built from these strides; the portable kernel through addresses.
+enum class QueryLayout { kPaddedRows, kHeadsOuter, kBroadcastHeads };
+
+void expect_query_layout_matches_reference(DecodeCase c, QueryLayout layout) {
+  SCOPED_TRACE(c.describe());
+  DecodeData d = make_decode_data(c);
+  const int b = c.batch_size, s = c.q_len, h = c.num_heads;
+  constexpr int kD = 576;
+  auto logical = [&](int i, int j, int k) { return (size_t(i) * s + j) * h + k; };
+  if (layout == QueryLayout::kBroadcastHeads) {  // every head of a token holds head 0's row
+    for (int i = 0; i < b; ++i)
+      for (int j = 0; j < s; ++j)
+        for (int k = 1; k < h; ++k)
+          std::copy_n(d.q.begin() + logical(i, j, 0) * kD, kD, d.q.begin() + logical(i, j, k) * kD);
+  }
+  int64_t stride_b = 0, stride_s = 0, stride_h = 0;
+  switch (layout) {
+    case QueryLayout::kPaddedRows: stride_h = 640; stride_s = int64_t(h) * 640; stride_b = s * stride_s + 64; break;
+    case QueryLayout::kHeadsOuter: stride_s = kD; stride_h = int64_t(s) * kD; stride_b = int64_t(h) * s * kD; break;
+    case QueryLayout::kBroadcastHeads: stride_h = 0; stride_s = kD; stride_b = int64_t(s) * kD; break;
+  }
+  std::vector<uint16_t> laid(size_t(b) * stride_b + kD, 0x7FC0);  // NaN between the rows
+  for (int i = 0; i < b; ++i)
+    for (int j = 0; j < s; ++j)
+      for (int k = 0; k < h; ++k)
+        std::copy_n(d.q.begin() + logical(i, j, k) * kD, kD, laid.begin() + i * stride_b + j * stride_s + k * stride_h);
+  ReferenceResult ref = run_reference(d);
+
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  DecodePlan plan(d.shape, DecodeOptions{}, device);
+  DeviceCase dc = upload_case(d);
+  dc.q = upload(laid);
+  dc.workspace = DeviceBuffer(plan.workspace_bytes());
+  DecodePlan::reset_device_errors(dc.workspace.get(), nullptr);
+  poison_outputs(dc);
+  DecodeArgs a = device_args(d, dc, device);
+  a.q = make_tensor_strided(dc.q.get(), d.shape.q_dtype, {b, s, h, kD}, {stride_b, stride_s, stride_h, 1},
+                            DeviceType::kCUDA, device);
+  plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), nullptr);
+  plan.run(a, dc.workspace.get(), dc.workspace.bytes(), nullptr);
+  OPENMLA_TEST_CUDA(cudaGetLastError());
+  GpuDecodeResult gpu = read_results(d, dc);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+  EXPECT_TRUE(cmp.ok) << cmp.message;
+}
+
+TEST(Decode, StridedQueryLayouts) {
+  for (QueryLayout layout : {QueryLayout::kPaddedRows, QueryLayout::kHeadsOuter, QueryLayout::kBroadcastHeads}) {
+    for (int h : {16, 128}) {
+      SCOPED_TRACE(::testing::Message() << "layout " << int(layout) << ", h_q " << h);
+      DecodeCase c;
+      c.batch_size = 3;
+      c.q_len = 2;
+      c.num_heads = h;
+      c.causal = true;
+      c.seqlens = {1, 200, 64 * 9 + 7};
+      c.seed = fresh_seed();
+      expect_query_layout_matches_reference(c, layout);
+    }
+  }
+}
+
 TEST(Decode, FlashMlaLseLayoutAndPaddedPages) {
   DecodeCase c;
   c.batch_size = 4;
