@@ -2,20 +2,30 @@
 # Times variants chosen by an environment variable inside one run: openmla-bench once per value, the
 # values interleaved ROUNDS times (A B A B ...) so that drift shows up as spread, not as a difference.
 # Usage: VAR=NAME VALUES="a b" [ROUNDS=2] [BIN=dir] [FILTERS="spec;spec"] bash scripts/ab_env.sh <openmla-bench args...>
-# (FILTERS: one openmla-bench --filter per entry, each run for every value.)
+# Or builds against each other: BINS="base=dir1 new=dir2" (each dir holds an openmla-bench; the names are the
+# values). (FILTERS: one openmla-bench --filter per entry, each run for every value.)
 # JSON per value and round to $OUT (device tool) or ./ab-out; a table of median µs per shape last.
 set -uo pipefail
 out="${OUT:-ab-out}"
 mkdir -p "$out"
 bin="${BIN:-build-gpu}"
 rounds="${ROUNDS:-2}"
+declare -A bin_of=()
+if [ -n "${BINS:-}" ]; then
+  VAR="${VAR:-OPENMLA_AB_BUILD}"
+  VALUES=""
+  for pair in $BINS; do
+    bin_of[${pair%%=*}]="${pair#*=}"
+    VALUES="$VALUES ${pair%%=*}"
+  done
+fi
 IFS=';' read -r -a filters <<<"${FILTERS:-}"
 [ ${#filters[@]} -eq 0 ] && filters=("")
 for round in $(seq 1 "$rounds"); do
   for f in "${!filters[@]}"; do
     for value in $VALUES; do
       name="ab_${value}_${round}_${f}"
-      timeout "${AB_TIMEOUT:-300}" env "$VAR=$value" "$bin"/openmla-bench "$@" ${filters[$f]:+--filter "${filters[$f]}"} --json "$out/$name.json" \
+      timeout "${AB_TIMEOUT:-300}" env "$VAR=$value" "${bin_of[$value]:-$bin}"/openmla-bench "$@" ${filters[$f]:+--filter "${filters[$f]}"} --json "$out/$name.json" \
         >"$out/$name.txt" 2>&1 || { echo "openmla-bench failed for $VAR=$value"; tail -5 "$out/$name.txt"; }
     done
   done
