@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -87,7 +88,10 @@ GpuDecodeResult read_results(const DecodeData& d, DeviceCase& dc) {
   return r;
 }
 
-GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}) {
+// `adjust` may replace device inputs and their views after the packed upload (other layouts).
+using AdjustArgs = std::function<void(DeviceCase&, DecodeArgs&, int device)>;
+
+GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}, const AdjustArgs& adjust = {}) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
   DecodePlan plan(d.shape, opt, device);
@@ -96,6 +100,7 @@ GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}) {
   DecodePlan::reset_device_errors(dc.workspace.get(), nullptr);
   poison_outputs(dc);
   DecodeArgs a = device_args(d, dc, device);
+  if (adjust) adjust(dc, a, device);
   plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), nullptr);
   plan.run(a, dc.workspace.get(), dc.workspace.bytes(), nullptr);
   OPENMLA_TEST_CUDA(cudaGetLastError());
@@ -104,16 +109,19 @@ GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}) {
   return r;
 }
 
-void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}) {
-  SCOPED_TRACE(c.describe());
-  DecodeData d = make_decode_data(c);
+void expect_data_matches_reference(const DecodeData& d, const DecodeOptions& opt = {}, const AdjustArgs& adjust = {}) {
   ReferenceResult ref = run_reference(d);
-  GpuDecodeResult gpu = run_gpu(d, opt);
+  GpuDecodeResult gpu = run_gpu(d, opt, adjust);
   CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
   EXPECT_TRUE(cmp.ok) << cmp.message;
   EXPECT_EQ(gpu.device_errors, ref.device_errors)
       << "device errors " << describe_device_errors(gpu.device_errors) << " vs reference "
       << describe_device_errors(ref.device_errors);
+}
+
+void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}) {
+  SCOPED_TRACE(c.describe());
+  expect_data_matches_reference(make_decode_data(c), opt);
 }
 
 std::vector<int> random_lengths(int b, int max_len, uint64_t seed, bool allow_zero) {
@@ -681,30 +689,16 @@ void expect_query_layout_matches_reference(DecodeCase c, QueryLayout layout) {
     case QueryLayout::kHeadsOuter: stride_s = kD; stride_h = int64_t(s) * kD; stride_b = int64_t(h) * s * kD; break;
     case QueryLayout::kBroadcastHeads: stride_h = 0; stride_s = kD; stride_b = int64_t(s) * kD; break;
   }
-  std::vector<uint16_t> laid(size_t(b) * stride_b + kD, 0x7FC0);  // NaN between the rows
+  std::vector<uint16_t> laid(size_t(b) * stride_b + kD, 0x7FC0);  // bf16 NaN between the rows
   for (int i = 0; i < b; ++i)
     for (int j = 0; j < s; ++j)
       for (int k = 0; k < h; ++k)
         std::copy_n(d.q.begin() + logical(i, j, k) * kD, kD, laid.begin() + i * stride_b + j * stride_s + k * stride_h);
-  ReferenceResult ref = run_reference(d);
-
-  int device = 0;
-  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
-  DecodePlan plan(d.shape, DecodeOptions{}, device);
-  DeviceCase dc = upload_case(d);
-  dc.q = upload(laid);
-  dc.workspace = DeviceBuffer(plan.workspace_bytes());
-  DecodePlan::reset_device_errors(dc.workspace.get(), nullptr);
-  poison_outputs(dc);
-  DecodeArgs a = device_args(d, dc, device);
-  a.q = make_tensor_strided(dc.q.get(), d.shape.q_dtype, {b, s, h, kD}, {stride_b, stride_s, stride_h, 1},
-                            DeviceType::kCUDA, device);
-  plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), nullptr);
-  plan.run(a, dc.workspace.get(), dc.workspace.bytes(), nullptr);
-  OPENMLA_TEST_CUDA(cudaGetLastError());
-  GpuDecodeResult gpu = read_results(d, dc);
-  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
-  EXPECT_TRUE(cmp.ok) << cmp.message;
+  expect_data_matches_reference(d, DecodeOptions{}, [&](DeviceCase& dc, DecodeArgs& a, int device) {
+    dc.q = upload(laid);
+    a.q = make_tensor_strided(dc.q.get(), d.shape.q_dtype, {b, s, h, kD}, {stride_b, stride_s, stride_h, 1},
+                              DeviceType::kCUDA, device);
+  });
 }
 
 TEST(Decode, StridedQueryLayouts) {

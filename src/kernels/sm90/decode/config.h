@@ -82,7 +82,7 @@ struct alignas(1024) WideSharedStorage {
   float row_sum[WideConfig::kConsumers][WideConfig::kRows];  // each consumer's l at segment end
   uint64_t full[WideConfig::kStages][WideConfig::kBoxes];  // a box is ready (landed, or dequantized)
   uint64_t raw[WideConfig::kStages][1];  // FP8: the raw page landed (or was skipped)
-  uint64_t q_full;                       // a segment's Q landed (one phase per segment with tiles)
+  uint64_t q_full;                       // a segment's Q landed (one phase per segment of the part)
   // Stage halves, released separately: half c = consumer c's V boxes [4c, 4c + 4), plus the rope box when
   // consumer c read the P written over it (seesaw_pairs.h). Every thread of consumer c arrives.
   uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];

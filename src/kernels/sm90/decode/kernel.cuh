@@ -649,9 +649,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Lane 0 of warp 2 s + h copies half h of the pages of stage s as soon as consumer h released it:
     // the V boxes [4h, 4h + 4), and the rope box 8 when consumer h read the P that the stage's previous
     // tile wrote over it (seesaw: consumer 1 reads P of the first tile of a pair, consumer 0 of the
-    // second; the alternating schedule reads box 8 only before both releases). One thread per stage,
-    // not per half: the seesaw's consumer 1 releases stage b's half before stage a's, and a thread
-    // taking the tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
+    // second; the alternating schedule reads box 8 only before both releases). A thread per stage as well
+    // as per half: the seesaw's consumer 1 releases stage b's half before stage a's, and one thread
+    // taking both stages' tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
     if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
     const int half = (threadIdx.x / 32) % Cfg::kConsumers;
     const int my_stage = (threadIdx.x / 32) / Cfg::kConsumers;
