@@ -138,8 +138,8 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
     const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, options.sm90_rows_per_cta,
-                                     fp8_math_);
+        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, shape.batch_size,
+                                     options.sm90_rows_per_cta, fp8_math_);
     if (schedule.rows_per_cta == 0)
       detail::fail_arg("options.sm90_rows_per_cta",
                        fp8_math_ != Fp8Math::kOff
@@ -234,7 +234,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
     const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, sm90_rows_per_cta_, fp8_math_);
+        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, shape_.batch_size, sm90_rows_per_cta_, fp8_math_);
     OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, schedule, programmatic_launch_, stream));
 #endif
   } else {

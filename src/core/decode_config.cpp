@@ -89,7 +89,7 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 
-Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows,
+Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math) noexcept {
   if (math != Fp8Math::kOff) {
     const bool runs = format == KVFormat::kFP8E4M3 && (requested_rows == 0 || requested_rows == 64);
@@ -101,11 +101,9 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   const Sm90Schedule wide = sixteen_bit && rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
   switch (requested_rows) {
     case 0:
-      // The 32-row narrow kernel is opt-in: 1.3-1.7x faster than the wide kernel at b >= 64 with
-      // s_k >= 4K but slower on small batches (bench/results/2026-11-29-h200-sm90-narrow.md), and
-      // compute-sanitizer's racecheck reports hazards in its per-segment merge that are not
-      // resolved yet (docs/hopper-kernel.md).
-      return narrow_format && rows <= 16 ? kSm90Narrow16 : wide;
+      if (narrow_format && rows <= 16) return kSm90Narrow16;
+      if (narrow_format && rows <= 32 && batch_size >= kSm90Narrow32MinBatch) return kSm90Narrow32;
+      return wide;
     case 16: return narrow_format && rows <= 16 ? kSm90Narrow16 : Sm90Schedule{};
     case 32: return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
     case 64: return wide;

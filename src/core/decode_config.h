@@ -59,12 +59,18 @@ inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false};
 // Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
 // from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
 inline constexpr int kSm90SeesawMinRows = 128;
+// The 32-row narrow kernel (17-32 rows, FP8) from this batch size on: at b = 64 and 128 it is
+// 1.26-1.79x the wide kernel from s_k = 4K (at b = 128 from 1K; at b = 64, 1K 6% slower for e4m3); at
+// b = 16 it wins only from 16K and loses up to 38% at 1K, where a CTA's few tiles pay its merge
+// (bench/results/2026-12-01-h200-sm90-narrow32-auto.md). The plan knows the batch, not the lengths.
+inline constexpr int kSm90Narrow32MinBatch = 64;
 
-// The schedule for rows = s_q * h_q. requested_rows: 0 (automatic: narrow for <= 16 rows where the
-// format allows, wide otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta.
+// The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: narrow
+// for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests; wide
+// otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta.
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
 // math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64.
-Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int requested_rows,
+Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).

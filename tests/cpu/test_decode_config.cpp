@@ -59,46 +59,65 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
   for (int rows : {8, 16, 64, 2048}) {
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
-    EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+    EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla})
-      EXPECT_EQ(choose_sm90_schedule(f, true, rows, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);
+      EXPECT_EQ(choose_sm90_schedule(f, true, rows, 1, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);
   }
   // Automatic: narrow for <= 16 rows of e4m3 (either query) or ds_mla with a bf16 query, else wide.
   for (int rows : {8, 16}) {
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 0), kSm90Narrow16));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 0), kSm90Narrow16));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, 0), kSm90Narrow16));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, 0), kSm90Wide));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 0), kSm90Wide));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, 1, 0), kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, 1, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 1, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 1, 0), kSm90Wide));
   }
-  for (int rows : {17, 32, 64, 127})  // the 32-row variant is never automatic
-    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
-      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
+  // 17-32 rows: the 32-row narrow kernel from kSm90Narrow32MinBatch requests (same formats and query
+  // types as the 16-row one, and never for ds_mla with an fp16 query), the wide kernel below that.
+  for (int rows : {17, 24, 32}) {
+    for (int batch : {1, 16, kSm90Narrow32MinBatch - 1}) {
+      for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows << " " << batch;
+    }
+    for (int batch : {kSm90Narrow32MinBatch, 128, 4096}) {
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 0), kSm90Narrow32)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, batch, 0), kSm90Narrow32)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 0), kSm90Narrow32)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, batch, 0), kSm90Wide)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, batch, 0), kSm90Wide)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 64), kSm90Wide)) << rows;
+    }
+  }
+  for (int rows : {33, 64, 127})  // more rows: the wide kernel at any batch
+    for (int batch : {1, 128})
+      for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows;
+  // <= 16 rows stay on the 16-row narrow kernel at any batch.
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 128, 0), kSm90Narrow16));
   // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows, automatic or
   // requested; FP8 caches keep the alternating one.
   for (int rows : {128, 256, 2048}) {
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
-      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90WideSeesaw)) << rows;
-      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 64), kSm90WideSeesaw)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 1, 0), kSm90WideSeesaw)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 1, 64), kSm90WideSeesaw)) << rows;
     }
     for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
-      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 0), kSm90Wide)) << rows;
-      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 64), kSm90Wide)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 1, 0), kSm90Wide)) << rows;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 1, 64), kSm90Wide)) << rows;
     }
   }
   // Requested: what the shape allows, or rows_per_cta 0.
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 32, 32), kSm90Narrow32));
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, 8, 32), kSm90Narrow32));
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 33, 32).rows_per_cta, 0);
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 17, 16).rows_per_cta, 0);
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8DsMla, false, 16, 16).rows_per_cta, 0);
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kBF16, true, 16, 16).rows_per_cta, 0);
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 64), kSm90Wide));
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 64, 64), kSm90Wide));
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 48).rows_per_cta, 0);
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 32, 1, 32), kSm90Narrow32));
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, 8, 1, 32), kSm90Narrow32));
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 33, 1, 32).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 17, 1, 16).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8DsMla, false, 16, 1, 16).rows_per_cta, 0);
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kBF16, true, 16, 1, 16).rows_per_cta, 0);
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 1, 64), kSm90Wide));
+  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 64, 1, 64), kSm90Wide));
+  EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 1, 48).rows_per_cta, 0);
 }
 
 TEST(DecodeConfig, PartsFillTheSmsAcrossQueryTiles) {

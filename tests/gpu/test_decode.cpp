@@ -258,7 +258,7 @@ DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f) {
 }
 
 TEST(Decode, Fp8LargeBatchSplitAndGuards) {
-  // q_len 2 x 16 heads: 32 rows (sm90 wide kernel); q_len 1: 16 rows (narrow kernel).
+  // q_len 2 x 16 heads: 32 rows, at 64 requests the sm90 32-row narrow kernel; q_len 1: 16 rows (narrow kernel).
   for (int q_len : {2, 1}) {
     for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
       SCOPED_TRACE("q_len=" + std::to_string(q_len));

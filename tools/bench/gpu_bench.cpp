@@ -268,11 +268,14 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     DecodeOptions decode_options;
     decode_options.backend = options_.backend;
     decode_options.num_parts = options_.num_parts;
+    decode_options.sm90_rows_per_cta = options_.sm90_rows_per_cta;
     // FP8 math applies to per-tensor e4m3 caches; the other formats of a run keep their own math.
     if (format == KVFormat::kFP8E4M3) decode_options.fp8_math = options_.fp8_math;
     const DecodePlan plan(shape, decode_options, options_.device);
     r.backend = backend_name(plan.backend());
     if (plan.fp8_math() != Fp8Math::kOff) r.backend += std::string("+fp8math");
+    if (options_.sm90_rows_per_cta != 0 && plan.backend() == Backend::kSm90)
+      r.backend += "/rows" + std::to_string(options_.sm90_rows_per_cta);  // a forced schedule
 
     // Sizes of one input set.
     const int b = config.batch_size, s_q = config.q_len, h_q = config.num_heads;

@@ -52,6 +52,7 @@ const char* kUsage =
     "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
     "  --fp8-math M        off|qk_and_pv: DecodeOptions::fp8_math for the fp8_e4m3 configs (default off)\n"
+    "  --sm90-rows-per-cta N  0|16|32|64: DecodeOptions::sm90_rows_per_cta, the sm90 schedule (default 0 = automatic)\n"
     "  --device N          CUDA device (default 0)\n"
     "  --seed N            seed of the varlen draws, inputs and block tables (default 2026)\n"
     "  --list              print the selected configurations and exit\n"
@@ -76,6 +77,7 @@ struct Options {
   double mem_budget_gb = 0;
   int num_parts = 0;
   Fp8Math fp8_math = Fp8Math::kOff;
+  int sm90_rows_per_cta = 0;
   int device = 0;
   uint64_t seed = 2026;
   bool list = false;
@@ -191,6 +193,11 @@ Options parse_options(int argc, char** argv) {
       } else {
         detail::fail_arg("--fp8-math", "off or qk_and_pv", "'" + v + "'");
       }
+    } else if (arg == "--sm90-rows-per-cta") {
+      o.sm90_rows_per_cta = parse_int("--sm90-rows-per-cta", next());
+      if (o.sm90_rows_per_cta != 0 && o.sm90_rows_per_cta != 16 && o.sm90_rows_per_cta != 32 &&
+          o.sm90_rows_per_cta != 64)
+        detail::fail_arg("--sm90-rows-per-cta", "0, 16, 32 or 64", o.sm90_rows_per_cta);
     } else if (arg == "--device") {
       o.device = parse_int("--device", next());
     } else if (arg == "--seed") {
@@ -312,6 +319,7 @@ int run(int argc, char** argv) {
   go.backend = o.backend;
   go.num_parts = o.num_parts;
   go.fp8_math = o.fp8_math;
+  go.sm90_rows_per_cta = o.sm90_rows_per_cta;
   go.replays = o.replays;
   go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;
   go.memory_budget_bytes = o.mem_budget_gb * 1e9;

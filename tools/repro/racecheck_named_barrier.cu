@@ -23,6 +23,17 @@
 // hazards; variant 3 again 0. So racecheck does not take a `barrier.arrive` as ordering the arriving
 // thread's earlier accesses before the waiting side's later ones, which the PTX memory model does: the
 // seesaw's reports on the same pattern are this (bench/results/2026-11-30-h200-sm90-seesaw.md).
+//   6: the 32-row kernel's merge at its own size: per segment, consumer 1 hands 64 floats per thread
+//      to consumer 0 in two rounds through the same 32 KB (write, bar.sync, read, bar.sync), and every
+//      warp's lane 0 publishes a word that all 256 threads read after a bar.sync (load_q's q_amax);
+//      8 segments, the producer exited, setmaxnreg as in the kernel.
+//   7: variant 6 with the kernel's producer: one warp stays (polling, ~50 us) while the other three exit.
+//   8: variant 6 plus, per segment, a barrier of each consumer warpgroup alone (`bar.sync 2 + wg, 128`,
+//      the id in a register, as the narrow kernel's softmax and row sums compile).
+// Result on the H200 (CUDA 13.0, 2026-12-01): variants 6, 7 and 8 compute the right sum with 0 hazards. The
+// 32-row kernel's reports are the tool's ordering of its records: its --racecheck-trace-sync trace shows a
+// writer warp's post-barrier accesses processed before the reader warps' arrivals at that barrier
+// (docs/hopper-kernel.md, "The narrow kernel"; scripts/racecheck_known.py).
 #include <cstdio>
 #include <cstdlib>
 
@@ -93,12 +104,58 @@ __global__ void __launch_bounds__(384, 1) seesaw_handoffs(float* out, int rounds
   if (wg == 0) out[blockIdx.x * 128 + tw] = acc;
 }
 
+// Variant 6. out = consumer 0's sum of everything consumer 1 handed over, plus the words' maxima.
+__global__ void __launch_bounds__(384, 1) merge_rounds(float* out, int segments, bool one_producer_warp_stays,
+                                                       bool own_barriers) {
+  __shared__ float buffer[64 * 128];
+  __shared__ float word[8];
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128, t = threadIdx.x;
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (one_producer_warp_stays && tw / 32 == 0)
+      for (int i = 0; i < 500; ++i) __nanosleep(100);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  float acc = 0.f;
+  for (int seg = 0; seg < segments; ++seg) {
+    bar_sync(1, 256);
+    if (t % 32 == 0) word[t / 32] = static_cast<float>(seg + t / 32);
+    bar_sync(1, 256);
+    float m = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) m = fmaxf(m, word[w]);
+    acc += m;
+    if (own_barriers) bar_sync(2 + __shfl_sync(0xffffffffu, wg, 0), 128);
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] = static_cast<float>(seg * 64 + i + tw);
+    bar_sync(1, 256);
+#pragma unroll
+    for (int round = 0; round < 2; ++round) {
+      if (wg == 1) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) buffer[i * 128 + tw] = o[32 * round + i];
+      }
+      bar_sync(1, 256);
+      if (wg == 0) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) acc += buffer[i * 128 + tw];
+      }
+      bar_sync(1, 256);
+    }
+  }
+  if (wg == 0) out[blockIdx.x * 128 + tw] = acc;
+}
+
 int main(int argc, char** argv) {
   const int variant = argc > 1 ? atoi(argv[1]) : 0;
   const int blocks = 4, rounds = 8;
   float* out = nullptr;
   cudaMalloc(&out, blocks * 128 * sizeof(float));
-  if (variant >= 4) {
+  if (variant >= 6) {
+    merge_rounds<<<blocks, 384>>>(out, rounds, variant == 7, variant == 8);
+  } else if (variant >= 4) {
     seesaw_handoffs<<<blocks, 384>>>(out, rounds, variant == 5);
   } else {
     handoff<<<blocks, variant == 2 ? 256 : 384>>>(out, rounds, variant == 0, variant == 3);
@@ -108,7 +165,14 @@ int main(int argc, char** argv) {
   cudaMemcpy(host, out, sizeof(host), cudaMemcpyDeviceToHost);
   // Expected for thread 5: sum over r of (r * 128 + 5); variants 4, 5 (row 1): sum of (r * 64 + 1 + 1).
   float expect = 0.f;
-  for (int r = 0; r < rounds; ++r) expect += variant >= 4 ? static_cast<float>(r * 64 + 2) : static_cast<float>(r * 128 + 5);
+  for (int r = 0; r < rounds; ++r) {
+    if (variant >= 6) {  // thread 5: the words' max (r + 7), then sum over i of (r * 64 + i + 5)
+      expect += static_cast<float>(r + 7);
+      for (int i = 0; i < 64; ++i) expect += static_cast<float>(r * 64 + i + 5);
+    } else {
+      expect += variant >= 4 ? static_cast<float>(r * 64 + 2) : static_cast<float>(r * 128 + 5);
+    }
+  }
   std::printf("variant %d: %s, out[5] = %.0f (expected %.0f)\n", variant, cudaGetErrorString(err), host[5], expect);
   cudaFree(out);
   return err == cudaSuccess && host[5] == expect ? 0 : 1;
