@@ -55,6 +55,31 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
+  if (seg.write_final) {
+    // The final output in the query type. Lanes c and c ^ 1 swap one word per pair of 8-column
+    // blocks, so that each stores 8 bytes and a quad one whole 32-byte sector per instruction (half
+    // the stores of 4-byte words, no partial sectors): even c takes columns 2c..2c+3 of the first
+    // block, odd c those of the second. Every lane shuffles; only rows inside the tile store.
+    const bool odd = c & 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = m_tile * rows_per_tile + (h ? row1 : row0);
+      const float l = h ? l1 : l0;
+      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      const int qi = row / p.num_heads, head = row % p.num_heads;
+      T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * kHalfCols;
+#pragma unroll
+      for (int n8 = 0; n8 < 32; n8 += 2) {
+        const uint32_t w0 = pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+        const uint32_t w1 = pack2<T>(o[4 * n8 + 4 + 2 * h] * inv, o[4 * n8 + 4 + 2 * h + 1] * inv);
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
+        if (row < p.rows)
+          *reinterpret_cast<uint2*>(out + (n8 + odd) * 8 + 2 * (c & 2)) =
+              odd ? make_uint2(got, w1) : make_uint2(w0, got);
+      }
+    }
+  }
+  // fp32 partials (8 bytes per lane: whole sectors already) and the LSE.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int local_row = h ? row1 : row0;
@@ -63,13 +88,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     const float l = h ? l1 : l0;
     const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
     const int qi = row / p.num_heads, head = row % p.num_heads;
-    if (seg.write_final) {
-      T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * kHalfCols;
-#pragma unroll
-      for (int n8 = 0; n8 < 32; ++n8)
-        *reinterpret_cast<uint32_t*>(out + n8 * 8 + 2 * c) =
-            pack2<T>(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
-    } else {
+    if (!seg.write_final) {
       float* out =
           p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + me * kHalfCols;
 #pragma unroll
