@@ -1,5 +1,5 @@
 // Device-side split-KV planner: turns device cache_seqlens into the schedule of schedule.h.
-// One CTA walks the batch in chunks of kThreads requests with a block-wide scan, so the cost is
+// One CTA walks the batch in chunks of kThreads requests with block-wide scans, so the cost is
 // O(b / kThreads) steps and nothing returns to the host.
 #include <cub/block/block_scan.cuh>
 
@@ -35,7 +35,79 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   __syncthreads();
   const long long per_part = max((total + num_parts - 1) / num_parts, static_cast<long long>(min_units_per_part));
 
-  // Pass 2: each request finds the parts its units fall in (unit k of request r sits at position
+  // Whole requests when that balances nearly as well (schedule.h): each request goes to the part
+  // holding its middle unit (its "home"); if no part then carries more than per_part +
+  // kWholeRequestSlackUnits, nothing is split and the combine has nothing to do.
+  auto home_of = [&](long long start, long long cost) { return static_cast<int>((start + cost / 2) / per_part); };
+  auto max_op = [](long long a, long long b) { return a > b ? a : b; };
+  // Pass 2: the largest part load under the home assignment. A part's load is its last request's
+  // end minus its first request's start (a running max of the first requests' starts).
+  long long max_load = 0;
+  {
+    long long cost_base = 0, first_start_carry = -1;
+    for (int chunk = 0; chunk < batch; chunk += kThreads) {
+      const int r = chunk + threadIdx.x;
+      const bool active = r < batch;
+      const long long cost = active ? units_of(seqlens[r]) : 0;
+      long long start, chunk_cost;
+      Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
+      __syncthreads();
+      start += cost_base;
+      bool first = false, last = false;
+      if (active) {
+        const int home = home_of(start, cost);
+        if (r == 0) {
+          first = true;
+        } else {
+          const long long prev_cost = units_of(seqlens[r - 1]);
+          first = home_of(start - prev_cost, prev_cost) != home;
+        }
+        last = r + 1 == batch || home_of(start + cost, units_of(seqlens[r + 1])) != home;
+      }
+      long long first_start, chunk_max;
+      Scan(scan_storage).InclusiveScan(first ? start : -1, first_start, max_op, chunk_max);
+      __syncthreads();
+      first_start = max_op(first_start, first_start_carry);
+      const long long load = last ? start + cost - first_start : 0;
+      long long unused, chunk_max_load;
+      Scan(scan_storage).InclusiveScan(load, unused, max_op, chunk_max_load);
+      __syncthreads();
+      max_load = max_op(max_load, chunk_max_load);
+      first_start_carry = max_op(first_start_carry, chunk_max);
+      cost_base += chunk_cost;
+    }
+  }
+  if (max_load <= per_part + kWholeRequestSlackUnits) {
+    // Pass 3 (whole requests): every request in its home part, unsplit.
+    long long cost_base = 0;
+    for (int chunk = 0; chunk < batch; chunk += kThreads) {
+      const int r = chunk + threadIdx.x;
+      const bool active = r < batch;
+      const int blocks = active ? planned_blocks(seqlens[r]) : 0;
+      const long long cost = active ? units_of(seqlens[r]) : 0;
+      long long start, chunk_cost;
+      Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
+      __syncthreads();
+      start += cost_base;
+      if (active) {
+        const int home = home_of(start, cost);
+        splits[r] = RequestSplit{home, 1, 0, blocks};
+        if (r == 0 || home_of(start - units_of(seqlens[r - 1]), units_of(seqlens[r - 1])) != home) {
+          parts[home].begin_req = r;
+          parts[home].begin_block = 0;
+        }
+        if (r + 1 == batch || home_of(start + cost, units_of(seqlens[r + 1])) != home) {
+          parts[home].end_req = r;
+          parts[home].end_block = blocks > 0 ? blocks : 1;
+        }
+      }
+      cost_base += chunk_cost;
+      __syncthreads();
+    }
+    return;
+  }
+
+  // Pass 3 (split): each request finds the parts its units fall in (unit k of request r sits at position
   // start_r + overhead + k; part = position / per_part).
   long long cost_base = 0;
   long long partial_base = 0;

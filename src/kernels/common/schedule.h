@@ -7,6 +7,9 @@
 // therefore covers a contiguous run of (request, block) pairs and a request spans one or more
 // consecutive parts. A request spanning one part writes out/lse directly; otherwise each of its
 // parts writes a partial (normalized o, lse) and the combine kernel merges them by LSE.
+// Whole requests first: when every request can go, unsplit, to the part holding its middle unit with
+// no part above per_part + kWholeRequestSlackUnits (e.g. 128 requests of equal length over 132 or 66
+// parts), the planner does that instead; parts may then stay empty.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,11 @@ inline constexpr int kRequestOverheadUnits = 1;
 inline constexpr int kMinUnitsPerPart = 4;
 inline constexpr int kSm90MinUnitsPerPart = 2;
 inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tables are far smaller
+// How much more than the equal share (units) a part may carry so that no request is split: splitting
+// costs partial writes and the combine, measured at 5-12 tiles of the sm90 kernel with 2-4 m-tiles per
+// request (b = 64-128, s_k = 1K-4K: whole requests 1.02-1.16x faster on the H200,
+// bench/results/2026-12-01-h200-sm90-narrow32-auto.md), against under one tile for 1 m-tile.
+inline constexpr int kWholeRequestSlackUnits = 4;
 
 struct SplitPart {
   int begin_req;    // first request of the part
