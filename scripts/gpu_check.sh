@@ -102,7 +102,8 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ] && [ -z "${SANITIZE_FILTER:-}" ]; then
     narrow32='Decode.Sm90Narrow32RowsForced:Decode.Fp8LargeBatchSplitAndGuards'
     for tool in memcheck racecheck synccheck; do
-      OPENMLA_BACKEND=sm90 timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$narrow32" --gtest_brief=1 >"$out/sanitizer_${tool}_narrow32.log" 2>&1
+      # Every report printed (the default limit is 100), so that racecheck_known.py sees them all.
+      OPENMLA_BACKEND=sm90 timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --print-limit 100000 --error-exitcode 9 "$tests" --gtest_filter="$narrow32" --gtest_brief=1 >"$out/sanitizer_${tool}_narrow32.log" 2>&1
       note "compute-sanitizer $tool (sm90, 32-row narrow): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_${tool}_narrow32.log" | tail -1)"
     done
     note "$(python3 scripts/racecheck_known.py "$out/sanitizer_racecheck_narrow32.log" . | tail -1)"

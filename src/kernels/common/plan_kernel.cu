@@ -38,10 +38,29 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   // Whole requests when that balances nearly as well (schedule.h): each request goes to the part
   // holding its middle unit (its "home"); if no part then carries more than per_part +
   // kWholeRequestSlackUnits, nothing is split and the combine has nothing to do.
-  auto home_of = [&](long long start, long long cost) { return static_cast<int>((start + cost / 2) / per_part); };
+  struct Home {
+    int part;     // the part holding the request's middle unit
+    bool first;   // the part's first request
+    bool last;    // the part's last request
+  };
+  // Request r, whose units start at `start` (its neighbours' costs are read again, not exchanged).
+  auto home_of = [&](int r, long long start, long long cost) {
+    auto part_at = [&](long long s, long long c) { return static_cast<int>((s + c / 2) / per_part); };
+    Home h;
+    h.part = part_at(start, cost);
+    if (r == 0) {
+      h.first = true;
+    } else {
+      const long long prev_cost = units_of(seqlens[r - 1]);
+      h.first = part_at(start - prev_cost, prev_cost) != h.part;
+    }
+    h.last = r + 1 == batch || part_at(start + cost, units_of(seqlens[r + 1])) != h.part;
+    return h;
+  };
   auto max_op = [](long long a, long long b) { return a > b ? a : b; };
   // Pass 2: the largest part load under the home assignment. A part's load is its last request's
-  // end minus its first request's start (a running max of the first requests' starts).
+  // end minus its first request's start (a running max of the first requests' starts); the block
+  // scans' aggregates give the chunk maxima.
   long long max_load = 0;
   {
     long long cost_base = 0, first_start_carry = -1;
@@ -53,22 +72,12 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
       __syncthreads();
       start += cost_base;
-      bool first = false, last = false;
-      if (active) {
-        const int home = home_of(start, cost);
-        if (r == 0) {
-          first = true;
-        } else {
-          const long long prev_cost = units_of(seqlens[r - 1]);
-          first = home_of(start - prev_cost, prev_cost) != home;
-        }
-        last = r + 1 == batch || home_of(start + cost, units_of(seqlens[r + 1])) != home;
-      }
+      const Home h = active ? home_of(r, start, cost) : Home{0, false, false};
       long long first_start, chunk_max;
-      Scan(scan_storage).InclusiveScan(first ? start : -1, first_start, max_op, chunk_max);
+      Scan(scan_storage).InclusiveScan(h.first ? start : -1, first_start, max_op, chunk_max);
       __syncthreads();
       first_start = max_op(first_start, first_start_carry);
-      const long long load = last ? start + cost - first_start : 0;
+      const long long load = h.last ? start + cost - first_start : 0;
       long long unused, chunk_max_load;
       Scan(scan_storage).InclusiveScan(load, unused, max_op, chunk_max_load);
       __syncthreads();
@@ -90,15 +99,15 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       __syncthreads();
       start += cost_base;
       if (active) {
-        const int home = home_of(start, cost);
-        splits[r] = RequestSplit{home, 1, 0, blocks};
-        if (r == 0 || home_of(start - units_of(seqlens[r - 1]), units_of(seqlens[r - 1])) != home) {
-          parts[home].begin_req = r;
-          parts[home].begin_block = 0;
+        const Home h = home_of(r, start, cost);
+        splits[r] = RequestSplit{h.part, 1, 0, blocks};
+        if (h.first) {
+          parts[h.part].begin_req = r;
+          parts[h.part].begin_block = 0;
         }
-        if (r + 1 == batch || home_of(start + cost, units_of(seqlens[r + 1])) != home) {
-          parts[home].end_req = r;
-          parts[home].end_block = blocks > 0 ? blocks : 1;
+        if (h.last) {
+          parts[h.part].end_req = r;
+          parts[h.part].end_block = blocks > 0 ? blocks : 1;
         }
       }
       cost_base += chunk_cost;

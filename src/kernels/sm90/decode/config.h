@@ -33,7 +33,7 @@ struct WideConfig {
   // setmaxnreg budgets. The consumers' increase only completes with registers the producer
   // released, so producer + 2 x consumer <= 3 x the launch's count (168 at 384 threads; checked
   // when the kernel is prepared): 40 / 232 for 16-bit caches (four copying threads); FP8 caches give
-  // the dequantizing warps 64 (at 40 they spill) and the consumers 216 (they compile to <= 168).
+  // the dequantizing warps 56 (at 40 they spill) and the consumers 224.
   static constexpr int producer_regs(int kind) { return kind == kKv16Bit ? 40 : 56; }
   static constexpr int consumer_regs(int kind) { return kind == kKv16Bit ? 232 : 224; }
   // FP8 caches: the producer warpgroup's four warps dequantize (fp8_stage.cuh).
@@ -41,11 +41,11 @@ struct WideConfig {
   static constexpr int kDequantThreads = kDequantWarps * 32;
 };
 
-// The tensor maps of a call (launch.cu). 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
+// The tensor maps of a call (launch.cu): the cache's and, for the wide kernel, the query's. 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
 // SW128. e4m3: `kv`, bytes, boxes of 64 x 64. ds_mla: `kv` (latent bytes, 64 x 64), `scales`
 // (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands as the bf16 tile of box 8). The wide
 // kernel also reads the query through `q`.
-struct KvMaps {
+struct TensorMaps {
   CUtensorMap kv;
   CUtensorMap scales;
   CUtensorMap rope;

@@ -22,14 +22,14 @@ cudaError_t prepare_fp8_math_decode_kernel() {
 }
 
 template <typename T>
-cudaError_t run_fp8_math_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
+cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + Fp8MathConfig::kRows - 1) / Fp8MathConfig::kRows, p.num_parts);
   return launch_kernel(fp8_math_decode_kernel<T>, grid, Fp8MathConfig::kThreads, kFp8MathSmemBytes, stream,
                        programmatic, p, maps.kv);
 }
 
 #define OPENMLA_INSTANTIATE_SM90_FP8_MATH(T)                                                         \
-  template cudaError_t run_fp8_math_decode<T>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
+  template cudaError_t run_fp8_math_decode<T>(const DecodeParams&, const TensorMaps&, bool, cudaStream_t); \
   template cudaError_t prepare_fp8_math_decode_kernel<T>();
 
 }  // namespace openmla::kernels::sm90

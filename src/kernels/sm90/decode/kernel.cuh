@@ -70,7 +70,7 @@ __device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
 // Q rows of this m-tile into the 9 swizzled boxes by TMA (one thread; rows past s_q * h_q are out of
 // the map's bounds and land as zeros), completing on q_full. Row r of the m-tile is (token, head) =
 // divmod(64 m_tile + r, h_q): the box's (h_q, s_q) extents are (h_q, 64 / h_q) below 64 heads, else (64, 1).
-__device__ __forceinline__ void issue_q_load(const DecodeParams& p, const KvMaps& maps, WideSharedStorage& sm, int req,
+__device__ __forceinline__ void issue_q_load(const DecodeParams& p, const TensorMaps& maps, WideSharedStorage& sm, int req,
                                              int m_tile) {
   const int row0 = m_tile * Cfg::kRows;
   mbarrier_arrive_expect_tx(&sm.q_full, Cfg::kTileBytes);
@@ -557,7 +557,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
 
 // The tensor maps the copies of a cache kind use, into the constant cache ahead of the first copy.
 template <int kKind>
-__device__ __forceinline__ void prefetch_kv_maps(const KvMaps& maps) {
+__device__ __forceinline__ void prefetch_kv_maps(const TensorMaps& maps) {
   prefetch_tensor_map(&maps.kv);
   if constexpr (kKind == kKvDsMla) {
     prefetch_tensor_map(&maps.scales);
@@ -571,7 +571,7 @@ __device__ __forceinline__ void prefetch_kv_maps(const KvMaps& maps) {
 // poison the segment.
 // 16-bit caches copy the boxes [box_begin, box_end) (a stage half, kernel below).
 template <int kKind>
-__device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const KvMaps& maps, int stage,
+__device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const TensorMaps& maps, int stage,
                                           int page, uint64_t policy, int box_begin = 0, int box_end = Cfg::kBoxes) {
   const bool valid = page >= 0 && page < p.num_pages;
   if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
@@ -607,7 +607,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
 
 template <typename T, int kKind, WideSchedule kSchedule>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
-    wide_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
+    wide_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   extern __shared__ uint8_t smem_raw[];
   // Aligned by pointer arithmetic on the shared array itself (through a helper's pointer parameter
   // or an integer the compiler emits other code): shared-memory loads and stores, not generic ones.

@@ -82,9 +82,9 @@ cudaError_t encode_q_map(const DecodeParams& p, bool q_is_bf16, CUtensorMap* map
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The maps the kernel of a kind reads (kernel.cuh, KvMaps). 16-bit: tiles of 64 dims with the
+// The maps the kernel of a kind reads (kernel.cuh, TensorMaps). 16-bit: tiles of 64 dims with the
 // 128-B swizzle that wgmma's K-major and MN-major SW128 operands expect. FP8: raw bytes.
-cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
+cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   switch (format) {
     case KVFormat::kBF16:
@@ -105,7 +105,7 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps)
 
 // The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored in boxes of 64 B x 64 tokens
 // with the 64-B swizzle, the K-major layout of its e4m3 wgmma operands.
-cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, KvMaps* maps) {
+cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
   return encode_map(p, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, kHeadDimQK, Fp8MathConfig::kBoxDims,
                     CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
 }
@@ -113,7 +113,7 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, KvMaps* maps) {
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
 // as rows of 256 B (kNarrowCopyRowBytes), one box per page.
-cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, KvMaps* maps) {
+cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (format == KVFormat::kFP8E4M3) {
     cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
@@ -191,7 +191,7 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::S
 cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
                                const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream) {
   if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
-  alignas(64) sm90::KvMaps maps;
+  alignas(64) sm90::TensorMaps maps;
   if (schedule.fp8_math) {
     if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
     if (const cudaError_t e = sm90::encode_fp8_math_kv_map(p, &maps); e != cudaSuccess) return e;

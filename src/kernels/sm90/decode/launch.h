@@ -13,7 +13,7 @@ namespace openmla::kernels::sm90 {
 // kKind: kernels/common/kv_kind.h. seesaw: the consumers' schedule (Sm90Schedule::seesaw, kernel.cuh);
 // prepare readies both.
 template <typename T, int kKind>
-cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool seesaw, bool programmatic,
+cudaError_t run_wide_decode(const DecodeParams& p, const TensorMaps& maps, bool seesaw, bool programmatic,
                             cudaStream_t stream);
 template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel();
@@ -21,14 +21,14 @@ cudaError_t prepare_wide_decode_kernel();
 // The narrow kernel (narrow_kernel.cuh): grid (m_tiles of kRows rows, p.num_parts), its own maps
 // (launch.cu, NarrowPage). kRows: 16 or 32.
 template <typename T, int kKind, int kRows>
-cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream);
+cudaError_t run_narrow_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);
 template <typename T, int kKind, int kRows>
 cudaError_t prepare_narrow_decode_kernel();
 
 // The FP8-math kernel (fp8_math_kernel.cuh; per-tensor e4m3 caches): grid (m_tiles of 64 rows,
 // p.num_parts), the `kv` map of encode_fp8_math_kv_map (launch.cu). T: the query type.
 template <typename T>
-cudaError_t run_fp8_math_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream);
+cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);
 template <typename T>
 cudaError_t prepare_fp8_math_decode_kernel();
 

@@ -31,7 +31,7 @@ cudaError_t prepare_wide_decode_kernel() {
 }
 
 template <typename T, int kKind>
-cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool seesaw, bool programmatic,
+cudaError_t run_wide_decode(const DecodeParams& p, const TensorMaps& maps, bool seesaw, bool programmatic,
                             cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
   if constexpr (kKind == kKv16Bit) {
@@ -45,7 +45,7 @@ cudaError_t run_wide_decode(const DecodeParams& p, const KvMaps& maps, bool sees
 }
 
 #define OPENMLA_INSTANTIATE_SM90_WIDE(T, KIND)                                                           \
-  template cudaError_t run_wide_decode<T, KIND>(const DecodeParams&, const KvMaps&, bool, bool, cudaStream_t); \
+  template cudaError_t run_wide_decode<T, KIND>(const DecodeParams&, const TensorMaps&, bool, bool, cudaStream_t); \
   template cudaError_t prepare_wide_decode_kernel<T, KIND>();
 
 }  // namespace openmla::kernels::sm90

@@ -466,7 +466,7 @@ __device__ __forceinline__ void rescale(float (&o)[8][kRows / 2], const float (&
 // stale bytes; the consumers poison the segment).
 template <int kKind, int kRows>
 __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedStorage<kKind, kRows>& sm,
-                                          const KvMaps& maps, int stage, int page, uint64_t policy) {
+                                          const TensorMaps& maps, int stage, int page, uint64_t policy) {
   using Page = NarrowPage<kKind>;
   uint64_t* bar = &sm.full[stage];
   if (page < 0 || page >= p.num_pages) {
@@ -533,7 +533,7 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 
 template <typename T, int kKind, int kRows>
 __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kRows>::kCtasPerSm)
-    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ KvMaps maps) {
+    narrow_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   using namespace narrow;
   using Cfg = NarrowConfig<kRows>;
   constexpr int kN = Cfg::kRowsPerThread;

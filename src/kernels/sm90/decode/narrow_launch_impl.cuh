@@ -26,14 +26,14 @@ cudaError_t prepare_narrow_decode_kernel() {
 }
 
 template <typename T, int kKind, int kRows>
-cudaError_t run_narrow_decode(const DecodeParams& p, const KvMaps& maps, bool programmatic, cudaStream_t stream) {
+cudaError_t run_narrow_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + kRows - 1) / kRows, p.num_parts);
   return launch_kernel(narrow_decode_kernel<T, kKind, kRows>, grid, NarrowConfig<kRows>::kThreads,
                        kNarrowSmemBytes<kKind, kRows>, stream, programmatic, p, maps);
 }
 
 #define OPENMLA_INSTANTIATE_SM90_NARROW(T, KIND, ROWS)                                                          \
-  template cudaError_t run_narrow_decode<T, KIND, ROWS>(const DecodeParams&, const KvMaps&, bool, cudaStream_t); \
+  template cudaError_t run_narrow_decode<T, KIND, ROWS>(const DecodeParams&, const TensorMaps&, bool, cudaStream_t); \
   template cudaError_t prepare_narrow_decode_kernel<T, KIND, ROWS>();
 
 }  // namespace openmla::kernels::sm90
