@@ -41,10 +41,10 @@ struct WideConfig {
   static constexpr int kDequantThreads = kDequantWarps * 32;
 };
 
-// The tensor maps of a call (launch.cu): the cache's and, for the wide kernel, the query's. 16-bit caches: `kv` only, boxes of 64 dims x 64 tokens,
-// SW128. e4m3: `kv`, bytes, boxes of 64 x 64. ds_mla: `kv` (latent bytes, 64 x 64), `scales`
-// (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands as the bf16 tile of box 8). The wide
-// kernel also reads the query through `q`.
+// The tensor maps of a call (launch.cu): the cache's and, for the wide kernel, the query's. 16-bit
+// caches: `kv` only, boxes of 64 dims x 64 tokens, SW128. e4m3: `kv`, bytes, boxes of 64 x 64. ds_mla:
+// `kv` (latent bytes, 64 x 64), `scales` (16 B x 64 tokens) and `rope` (128 B x 64 tokens, SW128: lands
+// as the bf16 tile of box 8). The wide kernel also reads the query through `q`.
 struct TensorMaps {
   CUtensorMap kv;
   CUtensorMap scales;

@@ -70,8 +70,8 @@ __device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
 // Q rows of this m-tile into the 9 swizzled boxes by TMA (one thread; rows past s_q * h_q are out of
 // the map's bounds and land as zeros), completing on q_full. Row r of the m-tile is (token, head) =
 // divmod(64 m_tile + r, h_q): the box's (h_q, s_q) extents are (h_q, 64 / h_q) below 64 heads, else (64, 1).
-__device__ __forceinline__ void issue_q_load(const DecodeParams& p, const TensorMaps& maps, WideSharedStorage& sm, int req,
-                                             int m_tile) {
+__device__ __forceinline__ void issue_q_load(const DecodeParams& p, const TensorMaps& maps, WideSharedStorage& sm,
+                                             int req, int m_tile) {
   const int row0 = m_tile * Cfg::kRows;
   mbarrier_arrive_expect_tx(&sm.q_full, Cfg::kTileBytes);
 #pragma unroll
@@ -571,8 +571,9 @@ __device__ __forceinline__ void prefetch_kv_maps(const TensorMaps& maps) {
 // poison the segment.
 // 16-bit caches copy the boxes [box_begin, box_end) (a stage half, kernel below).
 template <int kKind>
-__device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const TensorMaps& maps, int stage,
-                                          int page, uint64_t policy, int box_begin = 0, int box_end = Cfg::kBoxes) {
+__device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStorage& sm, const TensorMaps& maps,
+                                          int stage, int page, uint64_t policy, int box_begin = 0,
+                                          int box_end = Cfg::kBoxes) {
   const bool valid = page >= 0 && page < p.num_pages;
   if (!valid) atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
   uint8_t* dst = sm.kv[stage];
