@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -293,6 +294,62 @@ TEST(Decode, DsMlaScalesFarApart) {
       c.seed = fresh_seed();
       SCOPED_TRACE(c.describe());
       expect_matches_reference(c);
+    }
+  }
+}
+
+TEST(Decode, NonFiniteKvPoisonsItsRows) {
+  // A NaN that reaches a request's keys must make exactly that request's rows NaN (out and lse), whole
+  // or split over parts: a part's row sum l is then NaN, and its LSE must say so, or the combine
+  // drops the part as empty (l = 0) and returns a finite answer. bf16: one latent value. ds_mla: a
+  // tile's scale, which is how the quantizer (write_kv, FlashMLA's) stores a tile that held NaN (the
+  // sm90 wide kernel's fast bf16 expansion tests the scale, not the bytes: docs/kv-formats.md).
+  // 16 rows: sm90 narrow kernel for ds_mla; 32 and 128: wide.
+  for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8DsMla}) {
+    for (int heads : {16, 128}) {
+      for (int q_len : {1, 2}) {
+        DecodeCase c;
+        c.batch_size = 4;
+        c.q_len = q_len;
+        c.num_heads = heads;
+        c.kv_format = format;
+        c.seqlens = {100, 200, 70, 1000};
+        c.seed = fresh_seed();
+        SCOPED_TRACE(c.describe());
+        DecodeData d = make_decode_data(c);
+        // Request 1, token 150 (third page); request 3, tokens 5 and 990 (first and last part of a
+        // split request).
+        auto poison = [&](int req, int token, int which) {
+          const int page = d.block_table[size_t(req) * d.max_pages + token / kPageSize];
+          uint8_t* row = d.cache.data() + size_t(page) * d.page_stride_bytes;
+          if (format == KVFormat::kFP8DsMla) {
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            std::memcpy(row + size_t(token % kPageSize) * kDsMlaBytesPerToken + kDsMlaScalesOffset + which * 4, &nan,
+                        sizeof(nan));
+          } else {
+            const uint16_t nan = 0x7FC0;  // bf16
+            std::memcpy(row + (size_t(token % kPageSize) * kHeadDimQK + 100 * which + 7) * 2, &nan, sizeof(nan));
+          }
+        };
+        poison(1, 150, 2);
+        poison(3, 5, 0);
+        poison(3, 990, 3);
+        ReferenceResult ref = run_reference(d);
+        const size_t row_elems = size_t(c.q_len) * c.num_heads;
+        for (int parts : {0, 1, 3}) {  // automatic, whole requests, forced splits
+          SCOPED_TRACE("num_parts=" + std::to_string(parts));
+          DecodeOptions opt;
+          opt.num_parts = parts;
+          GpuDecodeResult gpu = run_gpu(d, opt);
+          CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+          EXPECT_TRUE(cmp.ok) << cmp.message;
+          for (int r = 0; r < 4; ++r) {
+            size_t nan_rows = 0;
+            for (size_t i = 0; i < row_elems; ++i) nan_rows += std::isnan(gpu.lse[r * row_elems + i]);
+            EXPECT_EQ(nan_rows, (r == 1 || r == 3) ? row_elems : 0) << "request " << r;
+          }
+        }
+      }
     }
   }
 }

@@ -24,6 +24,13 @@ __device__ __forceinline__ int64_t lse_offset(const DecodeParams& p, int req, in
   return req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h;
 }
 
+// A row's LSE (natural log) from its scaled running max and its sum of weights l: -inf when no key
+// weighed (l = 0), NaN when a non-finite input reached the sum (l is NaN; "l > 0 ? : -inf" alone made
+// that -inf, and the combine then dropped the part as empty: a finite answer for a NaN input).
+__device__ __forceinline__ float row_lse(float max_term, float l) {
+  return l > 0.f ? max_term + logf(l) : (l == 0.f ? -INFINITY : NAN);
+}
+
 // Validity of a request for this call; returns DeviceErrorBits (0 = fine).
 __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;

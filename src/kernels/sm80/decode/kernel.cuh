@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       const int row = m_tile * Cfg::M + tid;
       if (row < p.rows) {
         const float l = sm.row_sum[cur][tid];
-        const float lse = poison ? NAN : (l > 0.f ? sm.row_max[cur][tid] * score_scale + logf(l) : -INFINITY);
+        const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {
           const int qi = row / p.num_heads, head = row % p.num_heads;
           p.lse[lse_offset(p, req, qi, head)] = lse;

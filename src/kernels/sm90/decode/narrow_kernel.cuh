@@ -819,8 +819,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
         for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
       }
       if (ln.warp == 0 && ln.g == 0) {
-        const float lse =
-            poison ? NAN : (l[i] > 0.f ? rs.m[i] * (p.softmax_scale * score_unscale) + logf(l[i]) : -INFINITY);
+        const float lse = poison ? NAN : row_lse(rs.m[i] * (p.softmax_scale * score_unscale), l[i]);
         if (seg.write_final) {
           p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {

@@ -97,7 +97,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
             make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
     }
     if (me == 0 && c == 0) {
-      const float lse = poison ? NAN : (l > 0.f ? (h ? lse_term1 : lse_term0) + logf(l) : -INFINITY);
+      const float lse = poison ? NAN : row_lse(h ? lse_term1 : lse_term0, l);
       if (seg.write_final) {
         p.lse[lse_offset(p, req, qi, head)] = lse;
       } else {
