@@ -81,7 +81,10 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-DType q_dtype_for(KVFormat f) { return f == KVFormat::kFP16 ? DType::kFloat16 : DType::kBFloat16; }
+// 16-bit caches take a query of their own type; FP8 caches the one asked for (bf16 by default).
+DType q_dtype_for(KVFormat f, DType fp8_query) {
+  return f == KVFormat::kFP16 ? DType::kFloat16 : f == KVFormat::kBF16 ? DType::kBFloat16 : fp8_query;
+}
 
 // Cache tensor dtype and row width (elements) of a format.
 DType cache_dtype_for(KVFormat f) {
@@ -262,7 +265,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     shape.batch_size = config.batch_size;
     shape.q_len = config.q_len;
     shape.num_heads = config.num_heads;
-    shape.q_dtype = q_dtype_for(format);
+    shape.q_dtype = q_dtype_for(format, options_.fp8_query);
     shape.kv_format = format;
     shape.causal = config.causal();
     DecodeOptions decode_options;
@@ -274,6 +277,8 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     const DecodePlan plan(shape, decode_options, options_.device);
     r.backend = backend_name(plan.backend());
     if (plan.fp8_math() != Fp8Math::kOff) r.backend += std::string("+fp8math");
+    const bool fp8_cache = format == KVFormat::kFP8E4M3 || format == KVFormat::kFP8DsMla;
+    if (fp8_cache && shape.q_dtype == DType::kFloat16) r.backend += "+fp16q";
     if (options_.sm90_rows_per_cta != 0 && plan.backend() == Backend::kSm90)
       r.backend += "/rows" + std::to_string(options_.sm90_rows_per_cta);  // a forced schedule
 

@@ -52,6 +52,7 @@ const char* kUsage =
     "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
     "  --fp8-math M        off|qk_and_pv: DecodeOptions::fp8_math for the fp8_e4m3 configs (default off)\n"
+    "  --fp8-query T       bf16|fp16: the query type of the fp8 configs (default bf16)\n"
     "  --sm90-rows-per-cta N  0|16|32|64: DecodeOptions::sm90_rows_per_cta, the sm90 schedule (default 0 = automatic)\n"
     "  --device N          CUDA device (default 0)\n"
     "  --seed N            seed of the varlen draws, inputs and block tables (default 2026)\n"
@@ -77,6 +78,7 @@ struct Options {
   double mem_budget_gb = 0;
   int num_parts = 0;
   Fp8Math fp8_math = Fp8Math::kOff;
+  DType fp8_query = DType::kBFloat16;
   int sm90_rows_per_cta = 0;
   int device = 0;
   uint64_t seed = 2026;
@@ -193,6 +195,15 @@ Options parse_options(int argc, char** argv) {
       } else {
         detail::fail_arg("--fp8-math", "off or qk_and_pv", "'" + v + "'");
       }
+    } else if (arg == "--fp8-query") {
+      const std::string v = next();
+      if (v == "bf16") {
+        o.fp8_query = DType::kBFloat16;
+      } else if (v == "fp16") {
+        o.fp8_query = DType::kFloat16;
+      } else {
+        detail::fail_arg("--fp8-query", "bf16 or fp16", "'" + v + "'");
+      }
     } else if (arg == "--sm90-rows-per-cta") {
       o.sm90_rows_per_cta = parse_int("--sm90-rows-per-cta", next());
       if (o.sm90_rows_per_cta != 0 && o.sm90_rows_per_cta != 16 && o.sm90_rows_per_cta != 32 &&
@@ -306,6 +317,7 @@ int run(int argc, char** argv) {
   info.formats = o.formats_text;
   info.backend_requested = o.backend_text;
   info.fp8_math = fp8_math_name(o.fp8_math);
+  info.fp8_query = o.fp8_query == DType::kFloat16 ? "fp16" : "bf16";
   info.replays = o.replays;
   info.check_samples = o.check_samples;
   info.check_heads = o.check_heads;
@@ -319,6 +331,7 @@ int run(int argc, char** argv) {
   go.backend = o.backend;
   go.num_parts = o.num_parts;
   go.fp8_math = o.fp8_math;
+  go.fp8_query = o.fp8_query;
   go.sm90_rows_per_cta = o.sm90_rows_per_cta;
   go.replays = o.replays;
   go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;

@@ -108,7 +108,7 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
      << ", \"memory_gb\": " << json_number(info.device_memory_gb) << "},\n";
   js << "  \"method\": {\"grid\": " << json_string(info.grid) << ", \"formats\": " << json_string(info.formats)
      << ", \"backend_requested\": " << json_string(info.backend_requested)
-     << ", \"fp8_math\": " << json_string(info.fp8_math)
+     << ", \"fp8_math\": " << json_string(info.fp8_math) << ", \"fp8_query\": " << json_string(info.fp8_query)
      << ", \"min_kv_bytes_per_pass\": " << json_number(info.min_kv_bytes_per_pass)
      << ", \"replays\": " << info.replays << ", \"check_samples\": " << info.check_samples
      << ", \"check_heads\": " << info.check_heads << ", \"seed\": " << info.seed

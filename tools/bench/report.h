@@ -56,6 +56,7 @@ struct RunInfo {
   double device_memory_gb = 0.0;
   std::string grid, formats, backend_requested, anchors_file;
   std::string fp8_math = "off";  // DecodeOptions::fp8_math of the fp8_e4m3 configs
+  std::string fp8_query = "bf16";  // the query type of the FP8 configs
   double min_kv_bytes_per_pass = 0.0;
   int replays = 0, check_samples = 0, check_heads = 0;
   uint64_t seed = 0;
