@@ -89,18 +89,12 @@ static_assert(Fp8StageLayout<kKvE4M3>::kRawOffset % 128 == 0 && Fp8StageLayout<k
 // e4m3 pair (bytes lo, hi of w) -> bf16x2 of value x 2^-120: prmt sign-extends each byte to 16
 // bits, and << 4 with the mask keeps the sign at bit 15 and moves exponent and mantissa into bf16's
 // fields. Exact for every finite e4m3, subnormals included (they become bf16 subnormals). The NaN
-// encodings (|byte| = 0x7F) would read as +-480: chunks holding one take the exact path.
+// encodings (|byte| = 0x7F) read as +-480 (see needs_exact_path).
 template <uint32_t kSelector>  // 0x9180: bytes 0, 1; 0xB3A2: bytes 2, 3
 __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_scaled_down(uint32_t w) {
   uint32_t sext;
   asm("prmt.b32 %0, %1, 0, %2;" : "=r"(sext) : "r"(w), "n"(kSelector));
   return (sext << 4) & 0x87F087F0u;
-}
-
-// Whether any of 16 e4m3 is NaN: (b & 0x7F) + 1 reaches 0x80 only for 0x7F, without carries.
-__device__ __forceinline__ bool has_e4m3_nan(uint4 raw) {
-  const uint32_t m = 0x7F7F7F7Fu, one = 0x01010101u;
-  return (((raw.x & m) + one) | ((raw.y & m) + one) | ((raw.z & m) + one) | ((raw.w & m) + one)) & 0x80808080u;
 }
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, __nv_bfloat162 b) {
@@ -128,15 +122,20 @@ __device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t
   st_shared_v4(hi, make_uint4(out[4], out[5], out[6], out[7]));
 }
 
-// The fast path, for chunks without NaN encodings and with a scale the fast factor holds.
-//   bf16: bit moves plus one multiply by 2^120 x scale (exact for power-of-two scales, which
-//         FlashMLA's quantizer and write_kv produce; others round twice, bf16-level error).
-//   fp16: the hardware conversion, times a power-of-two scale in [2^-14, 2^7] in f16 (exact:
-//         |product| <= 57,344, subnormal results are multiples of 2^-23).
+// The fast path, for chunks with a scale the fast factor holds.
+//   bf16 (ds_mla with a bf16 query): bit moves plus one multiply by 2^120 x scale (exact for
+//         power-of-two scales, which FlashMLA's quantizer and write_kv produce; others round twice,
+//         bf16-level error). The scale alone decides: a tile that held NaN or inf has a non-finite
+//         scale (the quantizer's rule), which the exact path turns into NaN. The bytes are not
+//         tested for the NaN code, which only a writer breaking that rule stores under a finite
+//         scale (it reads as +-480 x scale, as on the portable sm80 path); the test cost ds_mla
+//         15-20% (bench/results/2026-12-01-h200-dsmla-expansion.md).
+//   fp16: the hardware conversion (NaN kept), times a power-of-two scale in [2^-14, 2^7] in f16
+//         (exact: |product| <= 57,344, subnormal results are multiples of 2^-23).
 template <typename T>
-__device__ __forceinline__ bool needs_exact_path(uint4 raw, float scale) {
+__device__ __forceinline__ bool needs_exact_path(float scale) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return !(scale < 256.f) | has_e4m3_nan(raw);
+    return !(scale < 256.f);  // also NaN and inf
   } else {
     return !(scale == 1.f ||
              (scale >= 0x1p-14f && scale <= 128.f && (__float_as_uint(scale) & 0x7FFFFFu) == 0));
@@ -202,14 +201,16 @@ constexpr bool group_needs_barrier(int first_box) {
   return ((steps >> first_box) & ((1u << expand_group_size<T, kKind>()) - 1)) != 0;
 }
 
-// One step: boxes [first, first + group size) of a stage (fewer at the end of the page).
+// One step: boxes [first, first + group size) of a stage (fewer at the end of the page). Every chunk
+// is converted and stored by the fast path; a group that holds a chunk the fast path cannot take
+// (needs_exact_path, rare) is then written again, whole, by the exact path, so that the test is off
+// the fast path's dependency chain.
 template <typename T, int kKind>
 __device__ __forceinline__ void expand_group(uint8_t* stage, int first, const ExpandTasks& tasks, bool barrier) {
   using L = Fp8StageLayout<kKind>;
   constexpr int kExpandGroup = expand_group_size<T, kKind>();
   uint4 raw[kExpandGroup][2];
   float scale[kExpandGroup][2];
-  bool exact = false;
 #pragma unroll
   for (int g = 0; g < kExpandGroup; ++g) {
     const int box = first + g;
@@ -223,24 +224,29 @@ __device__ __forceinline__ void expand_group(uint8_t* stage, int first, const Ex
       scale[g][0] = *reinterpret_cast<const float*>(scales);
       scale[g][1] = *reinterpret_cast<const float*>(scales + ExpandTasks::kSecondScale);
     }
-    exact |= needs_exact_path<T>(raw[g][0], scale[g][0]) | needs_exact_path<T>(raw[g][1], scale[g][1]);
   }
   if (barrier) named_barrier_sync(kBarDequant, WideConfig::kDequantThreads);
+  bool exact = false;
 #pragma unroll
   for (int g = 0; g < kExpandGroup; ++g) {
     const int box = first + g;
     if (box >= L::kExpandedBoxes) break;
     uint8_t* out = stage + box * WideConfig::kBoxBytes;
-    if (!exact) {
-      uint4 lo0, hi0, lo1, hi1;
-      expand_chunk_fast<T>(raw[g][0], scale[g][0], lo0, hi0);
-      expand_chunk_fast<T>(raw[g][1], scale[g][1], lo1, hi1);
-      *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
-      *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
-      *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
-      *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
-    } else {
-      const uint32_t base = smem_addr(out);
+    uint4 lo0, hi0, lo1, hi1;
+    expand_chunk_fast<T>(raw[g][0], scale[g][0], lo0, hi0);
+    expand_chunk_fast<T>(raw[g][1], scale[g][1], lo1, hi1);
+    *reinterpret_cast<uint4*>(out + tasks.out_lo) = lo0;
+    *reinterpret_cast<uint4*>(out + tasks.out_hi) = hi0;
+    *reinterpret_cast<uint4*>(out + tasks.out_lo + ExpandTasks::kSecondOut) = lo1;
+    *reinterpret_cast<uint4*>(out + tasks.out_hi + ExpandTasks::kSecondOut) = hi1;
+    exact |= needs_exact_path<T>(scale[g][0]) | needs_exact_path<T>(scale[g][1]);
+  }
+  if (exact) {
+#pragma unroll
+    for (int g = 0; g < kExpandGroup; ++g) {
+      const int box = first + g;
+      if (box >= L::kExpandedBoxes) break;
+      const uint32_t base = smem_addr(stage + box * WideConfig::kBoxBytes);
       expand_chunk_exact<T>(raw[g][0], scale[g][0], base + tasks.out_lo, base + tasks.out_hi);
       expand_chunk_exact<T>(raw[g][1], scale[g][1], base + tasks.out_lo + ExpandTasks::kSecondOut,
                             base + tasks.out_hi + ExpandTasks::kSecondOut);
@@ -309,22 +315,32 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // round's reads and tail zeroing before this round's writes does not rest on the chain through
     // the issuer and the copy's completion alone (compute-sanitizer's racecheck does not follow it).
     wait_stage_free(sm, stage, ((it / WideConfig::kStages) & 1) ^ 1);
-    // Groups of boxes in order, then one proxy fence and the `full` arrivals for the whole page: the
-    // consumers wait for every box before their first S wgmma anyway (ptxas rules, kernel.cuh), and
-    // a fence per box left the expansion latency-bound (bench/results/2026-11-29-h200-sm90-fp8.md).
+    // Groups of boxes in order, each followed by one proxy fence and its boxes' `full` arrivals, so
+    // that the owner's S starts on the first group while the rest is expanded (a fence per single box
+    // left the expansion latency-bound: bench/results/2026-11-29-h200-sm90-fp8.md). Every thread
+    // arrives for its own stores (count kDequantThreads): the release orders them before the
+    // consumers' reads and their tail zeroing without relying on a warp-level sync. ds_mla's rope box
+    // landed in place; for an fp16 query it is rounded in place last, and the fp16 ds_mla groups
+    // arrive with it (their registers do not fit the per-group arrivals' live range; not measured).
+    constexpr bool kArrivePerGroup = !(kKind == kKvDsMla && std::is_same_v<T, __half>);
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)
 #pragma unroll
     for (int first = 0; first < L::kExpandedBoxes; first += expand_group_size<T, kKind>()) {
       if (issuer && issued == it + 1 && load.valid()) issue(false);
       expand_group<T, kKind>(kv, first, tasks, group_needs_barrier<T, kKind>(first));
+      if constexpr (kArrivePerGroup) {
+        fence_proxy_async();  // this thread's stores are read by wgmma
+#pragma unroll
+        for (int g = 0; g < expand_group_size<T, kKind>(); ++g)
+          if (first + g < L::kExpandedBoxes) mbarrier_arrive(&sm.full[stage][first + g]);
+      }
     }
     if constexpr (kKind == kKvDsMla && std::is_same_v<T, __half>) rope_to_fp16_in_place(kv, t);
-    // Every thread arrives for its own stores (count kDequantThreads): the release orders them
-    // before the consumers' reads and their tail zeroing without relying on a warp-level sync.
-    fence_proxy_async();  // this thread's stores are read by wgmma
+    if constexpr (!kArrivePerGroup) fence_proxy_async();
 #pragma unroll
-    for (int box = 0; box < WideConfig::kBoxes; ++box) mbarrier_arrive(&sm.full[stage][box]);
+    for (int box = 0; box < WideConfig::kBoxes; ++box)
+      if (!kArrivePerGroup || box >= L::kExpandedBoxes) mbarrier_arrive(&sm.full[stage][box]);
   }
 }
 
