@@ -304,8 +304,16 @@ TEST(Decode, NonFiniteKvPoisonsItsRows) {
   // drops the part as empty (l = 0) and returns a finite answer. bf16: one latent value. ds_mla: a
   // tile's scale, which is how the quantizer (write_kv, FlashMLA's) stores a tile that held NaN (the
   // sm90 wide kernel's fast bf16 expansion tests the scale, not the bytes: docs/kv-formats.md).
-  // 16 rows: sm90 narrow kernel for ds_mla; 32 and 128: wide.
-  for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8DsMla}) {
+  // e4m3: the NaN code in one byte, where the kernel converts with cvt (sm_89+; the sm_80 build
+  // reads it as 480, docs/kv-formats.md). 16 rows: sm90 narrow kernel for the FP8 formats; 32 and
+  // 128: wide.
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  const bool fp8_conversion = prop.major * 10 + prop.minor >= 89;
+  for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8DsMla, KVFormat::kFP8E4M3}) {
+    if (format == KVFormat::kFP8E4M3 && !fp8_conversion) continue;
     for (int heads : {16, 128}) {
       for (int q_len : {1, 2}) {
         DecodeCase c;
@@ -326,6 +334,8 @@ TEST(Decode, NonFiniteKvPoisonsItsRows) {
             const float nan = std::numeric_limits<float>::quiet_NaN();
             std::memcpy(row + size_t(token % kPageSize) * kDsMlaBytesPerToken + kDsMlaScalesOffset + which * 4, &nan,
                         sizeof(nan));
+          } else if (format == KVFormat::kFP8E4M3) {
+            row[size_t(token % kPageSize) * kHeadDimQK + 100 * which + 7] = 0x7F;  // e4m3 NaN
           } else {
             const uint16_t nan = 0x7FC0;  // bf16
             std::memcpy(row + (size_t(token % kPageSize) * kHeadDimQK + 100 * which + 7) * 2, &nan, sizeof(nan));
