@@ -320,8 +320,8 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     // left the expansion latency-bound: bench/results/2026-11-29-h200-sm90-fp8.md). Every thread
     // arrives for its own stores (count kDequantThreads): the release orders them before the
     // consumers' reads and their tail zeroing without relying on a warp-level sync. ds_mla's rope box
-    // landed in place; for an fp16 query it is rounded in place last, and the fp16 ds_mla groups
-    // arrive with it (their registers do not fit the per-group arrivals' live range; not measured).
+    // landed in place; for an fp16 query it is rounded in place last, and the fp16 ds_mla boxes all
+    // arrive after it, as before (per-group arrivals not measured there).
     constexpr bool kArrivePerGroup = !(kKind == kKvDsMla && std::is_same_v<T, __half>);
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)
