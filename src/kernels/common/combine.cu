@@ -251,10 +251,15 @@ cudaError_t launch_typed(const DecodeParams& p, int tile_f4, int num_groups, boo
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
   if (p.batch <= 0 || p.rows <= 0 || p.num_parts <= 1) return cudaSuccess;  // nothing can be split
   // Groups: requests that can be split (see the header). Expected splits per split request: the
-  // slot bound over the groups (b = 1: num_parts; large b: about 2).
+  // slot bound over the groups (b = 1: num_parts; large b: about 2), and at most what the block
+  // table's width can span: a part takes at least kSm90MinUnitsPerPart units (the smaller backend
+  // floor, schedule.h), plus a part boundary at each end. (b = 1, h_q = 128, s_k = 4K: 66 parts, 33
+  // splits; sized for 66 the tile was half as wide and the call 1.1x slower, bench/results/
+  // 2026-12-01-h200-dsmla-expansion.md.)
   const int num_groups = std::min(p.batch, p.num_parts - 1);
   const int64_t slots = std::max(1, detail::max_partials(p.batch, p.num_parts));
-  const int64_t splits_hint = (slots + num_groups - 1) / num_groups;
+  const int64_t table_splits = (static_cast<int64_t>(p.max_pages) + kRequestOverheadUnits) / kSm90MinUnitsPerPart + 2;
+  const int64_t splits_hint = std::max<int64_t>(1, std::min(table_splits, (slots + num_groups - 1) / num_groups));
   // Tile width (float4): the widest that still gives about kTargetCtas CTAs, and narrow enough that
   // the lanes (kThreads / width) cover splits_hint splits with one batch of loads each.
   const int64_t by_ctas = static_cast<int64_t>(num_groups) * p.rows * 128 / kTargetCtas;
