@@ -703,6 +703,31 @@ TEST(Decode, ScheduleIndependentOfPartCount) {
   }
 }
 
+TEST(Decode, SingleRequestSplitOverManyParts) {
+  // One request over many parts, with 16, 64 and 128 rows: the combine's column tile depends on the
+  // splits it is sized for (part count, block-table width), so narrow and wide tables (the request
+  // fills 1/1 or 1/8 of them) and several part counts each go through a different tile.
+  for (int heads : {16, 64, 128}) {
+    for (int width_factor : {1, 8}) {
+      DecodeCase c;
+      c.batch_size = 1;
+      c.q_len = 1;
+      c.num_heads = heads;
+      c.seqlens = {4000};
+      const int pages = (4000 + kPageSize - 1) / kPageSize;
+      c.extra_table_slots = (width_factor - 1) * pages + 1;  // unused columns hold an out-of-range id
+      c.seed = fresh_seed();
+      for (int parts : {0, 16, 64, 65, 132}) {
+        SCOPED_TRACE(c.describe() + " table columns=" + std::to_string(pages + c.extra_table_slots) +
+                     " num_parts=" + std::to_string(parts));
+        DecodeOptions opt;
+        opt.num_parts = parts;
+        expect_matches_reference(c, opt);
+      }
+    }
+  }
+}
+
 TEST(Decode, EveryPortableTileMatchesReference) {
   // The auto choice picks one tile per device; force each one (those that fit this device) so the
   // tiles meant for sm80 / sm86 are tested on whatever GPU runs the suite.
