@@ -705,8 +705,9 @@ TEST(Decode, ScheduleIndependentOfPartCount) {
 
 TEST(Decode, SingleRequestSplitOverManyParts) {
   // One request over many parts, with 16, 64 and 128 rows: the combine's column tile depends on the
-  // splits it is sized for (part count, block-table width), so narrow and wide tables (the request
-  // fills 1/1 or 1/8 of them) and several part counts each go through a different tile.
+  // splits it is sized for (part count, and the block table's width), so narrow and wide tables (the
+  // request fills 1/1 or 1/8 of them) with 16-132 parts reach tiles of 8, 16 and 32 float4 (sm90's
+  // part counts), with the width bound deciding in some cases and the part count in others.
   for (int heads : {16, 64, 128}) {
     for (int width_factor : {1, 8}) {
       DecodeCase c;

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -127,11 +128,16 @@ std::vector<KVFormat> parse_formats(const std::string& text) {
   return out;
 }
 
-Backend parse_backend(const std::string& v) {
-  if (v == "auto") return Backend::kAuto;
-  if (v == "portable") return Backend::kPortable;
-  if (v == "sm90") return Backend::kSm90;
-  detail::fail_arg("--backend", "auto, portable or sm90", "'" + v + "'");
+// The value of option `name` spelled v, one of `choices`; anything else is an error that lists them
+// ("a, b or c").
+template <typename T, size_t N>
+T parse_choice(const char* name, const std::string& v, const std::pair<const char*, T> (&choices)[N]) {
+  std::string expected;
+  for (size_t k = 0; k < N; ++k) {
+    if (v == choices[k].first) return choices[k].second;
+    expected += std::string(k == 0 ? "" : k + 1 == N ? " or " : ", ") + choices[k].first;
+  }
+  detail::fail_arg(name, expected, "'" + v + "'");
 }
 
 Options parse_options(int argc, char** argv) {
@@ -160,7 +166,9 @@ Options parse_options(int argc, char** argv) {
       o.formats = parse_formats(o.formats_text);
     } else if (arg == "--backend") {
       o.backend_text = next();
-      o.backend = parse_backend(o.backend_text);
+      o.backend = parse_choice<Backend>(
+          "--backend", o.backend_text,
+          {{"auto", Backend::kAuto}, {"portable", Backend::kPortable}, {"sm90", Backend::kSm90}});
     } else if (arg == "--filter") {
       o.filter = parse_filter(next());
     } else if (arg == "--json") {
@@ -187,23 +195,10 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--num-parts") {
       o.num_parts = parse_int("--num-parts", next());
     } else if (arg == "--fp8-math") {
-      const std::string v = next();
-      if (v == "off") {
-        o.fp8_math = Fp8Math::kOff;
-      } else if (v == "qk_and_pv") {
-        o.fp8_math = Fp8Math::kQkAndPv;
-      } else {
-        detail::fail_arg("--fp8-math", "off or qk_and_pv", "'" + v + "'");
-      }
+      o.fp8_math = parse_choice<Fp8Math>("--fp8-math", next(),
+                                         {{"off", Fp8Math::kOff}, {"qk_and_pv", Fp8Math::kQkAndPv}});
     } else if (arg == "--fp8-query") {
-      const std::string v = next();
-      if (v == "bf16") {
-        o.fp8_query = DType::kBFloat16;
-      } else if (v == "fp16") {
-        o.fp8_query = DType::kFloat16;
-      } else {
-        detail::fail_arg("--fp8-query", "bf16 or fp16", "'" + v + "'");
-      }
+      o.fp8_query = parse_choice<DType>("--fp8-query", next(), {{"bf16", DType::kBFloat16}, {"fp16", DType::kFloat16}});
     } else if (arg == "--sm90-rows-per-cta") {
       o.sm90_rows_per_cta = parse_int("--sm90-rows-per-cta", next());
       if (o.sm90_rows_per_cta != 0 && o.sm90_rows_per_cta != 16 && o.sm90_rows_per_cta != 32 &&

@@ -128,8 +128,8 @@ __device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t
 //         bf16-level error). The scale alone decides: a tile that held NaN or inf has a non-finite
 //         scale (the quantizer's rule), which the exact path turns into NaN. The bytes are not
 //         tested for the NaN code, which only a writer breaking that rule stores under a finite
-//         scale (it reads as +-480 x scale, as on the portable sm80 path); the test cost ds_mla
-//         15-20% (bench/results/2026-12-01-h200-dsmla-expansion.md).
+//         scale (it reads as +-480 x scale, as on the portable sm80 path); with the per-group
+//         arrivals the byte test cost ds_mla 4-5% (bench/results/2026-12-01-h200-dsmla-expansion.md).
 //   fp16: the hardware conversion (NaN kept), times a power-of-two scale in [2^-14, 2^7] in f16
 //         (exact: |product| <= 57,344, subnormal results are multiples of 2^-23).
 template <typename T>
