@@ -56,7 +56,8 @@ std::vector<BenchConfig> fp8_configs() {
   };
 }
 
-std::vector<int> parse_int_list(const std::string& key, const std::string& values) {
+// "4/16/64" -> {4, 16, 64}; `name` is the argument the error message names.
+std::vector<int> parse_int_list(const std::string& name, const std::string& values) {
   std::vector<int> out;
   std::stringstream ss(values);
   std::string item;
@@ -69,7 +70,7 @@ std::vector<int> parse_int_list(const std::string& key, const std::string& value
       used = 0;
     }
     if (item.empty() || used != item.size()) {
-      detail::fail_arg(("--filter " + key).c_str(), "integers separated by '/'", "'" + values + "'");
+      detail::fail_arg(name.c_str(), "integers separated by '/'", "'" + values + "'");
     }
     out.push_back(v);
   }
@@ -128,15 +129,15 @@ ConfigFilter parse_filter(const std::string& spec) {
     }
     const std::string key = term.substr(0, eq), values = term.substr(eq + 1);
     if (key == "b") {
-      f.batch_size = parse_int_list(key, values);
+      f.batch_size = parse_int_list("--filter " + key, values);
     } else if (key == "s_q") {
-      f.q_len = parse_int_list(key, values);
+      f.q_len = parse_int_list("--filter " + key, values);
     } else if (key == "h_q") {
-      f.num_heads = parse_int_list(key, values);
+      f.num_heads = parse_int_list("--filter " + key, values);
     } else if (key == "s_k") {
-      f.seqlen = parse_int_list(key, values);
+      f.seqlen = parse_int_list("--filter " + key, values);
     } else if (key == "varlen") {
-      const std::vector<int> v = parse_int_list(key, values);
+      const std::vector<int> v = parse_int_list("--filter " + key, values);
       if (v.size() != 1 || (v[0] != 0 && v[0] != 1)) {
         detail::fail_arg("--filter varlen", "0 or 1", "'" + values + "'");
       }
@@ -146,6 +147,29 @@ ConfigFilter parse_filter(const std::string& spec) {
     }
   }
   return f;
+}
+
+BenchConfig parse_shape(const std::string& spec) {
+  std::vector<std::string> items;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  const bool varlen = items.size() == 5 && items[4] == "varlen";
+  if (items.size() != 4 && !varlen) {
+    detail::fail_arg("--shape", "b,s_q,h_q,s_k or b,s_q,h_q,s_k,varlen", "'" + spec + "'");
+  }
+  int v[4];
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int> one = parse_int_list("--shape", items[i]);
+    if (one.size() != 1) detail::fail_arg("--shape", "one integer per field", "'" + spec + "'");
+    v[i] = one[0];
+  }
+  BenchConfig c{v[0], v[1], v[2], v[3], varlen};
+  if (c.batch_size < 1) detail::fail_arg("--shape b", ">= 1", c.batch_size);
+  if (c.q_len < 1 || c.q_len > 16) detail::fail_arg("--shape s_q", "1..16", c.q_len);
+  if (c.num_heads < 8 || c.num_heads > 128) detail::fail_arg("--shape h_q", "8..128", c.num_heads);
+  if (c.seqlen < c.q_len) detail::fail_arg("--shape s_k", ">= s_q", c.seqlen);
+  return c;
 }
 
 std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed) {

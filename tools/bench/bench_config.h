@@ -41,6 +41,10 @@ struct ConfigFilter {
 };
 ConfigFilter parse_filter(const std::string& spec);  // throws Error(kInvalidArgument)
 
+// "--shape 128,1,128,2048" or "128,1,16,4096,varlen": one configuration outside the named grids
+// (b >= 1, s_q 1..16, h_q 8..128, s_k >= s_q). Throws Error(kInvalidArgument) naming what is wrong.
+BenchConfig parse_shape(const std::string& spec);
+
 // Per-request KV lengths: seqlen for every request, or the varlen draw (deterministic in the
 // config and seed: the same batch for every format, backend and run).
 std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed);

@@ -44,6 +44,7 @@ const char* kUsage =
     "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16)\n"
     "  --backend B         auto|portable|sm90 (default auto)\n"
     "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"
+    "  --shape B,SQ,HQ,SK[,varlen]  time this shape instead of a grid (repeatable; --grid is then ignored)\n"
     "  --json FILE         results file (default bench-results.json)\n"
     "  --anchors FILE      reference times CSV (default: ../shared/notes/h200-anchors.csv if found)\n"
     "  --check-samples N   requests of the first input set checked against the CPU reference (default 2, 0 = off)\n"
@@ -65,6 +66,7 @@ const char* kUsage =
 
 struct Options {
   std::string grid = "quick";
+  std::vector<BenchConfig> shapes;  // --shape: replaces the grid
   std::vector<KVFormat> formats = {KVFormat::kBF16};
   std::string formats_text = "bf16";
   Backend backend = Backend::kAuto;
@@ -171,6 +173,8 @@ Options parse_options(int argc, char** argv) {
           {{"auto", Backend::kAuto}, {"portable", Backend::kPortable}, {"sm90", Backend::kSm90}});
     } else if (arg == "--filter") {
       o.filter = parse_filter(next());
+    } else if (arg == "--shape") {
+      o.shapes.push_back(parse_shape(next()));
     } else if (arg == "--json") {
       o.json = next();
     } else if (arg == "--anchors") {
@@ -283,7 +287,7 @@ int run(int argc, char** argv) {
   }
 
   std::vector<BenchConfig> configs;
-  for (const BenchConfig& c : grid_configs(o.grid)) {
+  for (const BenchConfig& c : o.shapes.empty() ? grid_configs(o.grid) : o.shapes) {
     if (o.filter.matches(c)) configs.push_back(c);
   }
   const size_t total = configs.size() * o.formats.size();
@@ -299,7 +303,8 @@ int run(int argc, char** argv) {
     return run_cpu_reference_demo(stdout, o.seed);
   }
   if (total == 0) {
-    std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n", o.grid.c_str());
+    std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n",
+                 o.shapes.empty() ? o.grid.c_str() : "shapes");
     return 2;
   }
 
@@ -308,7 +313,7 @@ int run(int argc, char** argv) {
   info.commit = source_commit();
   info.date = utc_now();
   info.command_line = command_line(argc, argv);
-  info.grid = o.grid;
+  info.grid = o.shapes.empty() ? o.grid : "shapes";
   info.formats = o.formats_text;
   info.backend_requested = o.backend_text;
   info.fp8_math = fp8_math_name(o.fp8_math);
