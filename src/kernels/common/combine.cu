@@ -212,16 +212,27 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   }
 }
 
+// The schedule (parts, splits) is read before griddepcontrol.wait: the planner wrote it before the
+// decode kernel, whose CTAs passed their own wait before they let this grid launch, so it is complete
+// and visible. Only the partials need the decode grid finished, so a CTA whose groups hold no split
+// request exits while the decode still runs (whole-request plans, large batches: the combine's wait
+// and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
+// must not complete before the decode grid, since the next kernel's wait covers only this grid.
 template <typename T, int kF>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm) combine_kernel(DecodeParams p, int num_groups) {
-  wait_for_preceding_grids();  // partials and the schedule come from earlier kernels
   const bool by_part = num_groups < p.batch;
+  bool waited = false;
   for (int g = blockIdx.y; g < num_groups; g += gridDim.y) {  // one pass unless groups > 65535
     int req;
     RequestSplit split;
     if (!group_request(p, g, by_part, req, split)) continue;  // uniform over the CTA
+    if (!waited) {
+      wait_for_preceding_grids();  // the partials come from the decode kernel
+      waited = true;
+    }
     combine_tile<T, kF>(p, req, split, blockIdx.x);
   }
+  if (!waited && blockIdx.x == 0 && blockIdx.y == 0) wait_for_preceding_grids();
 }
 
 template <typename T, int kF>
