@@ -718,8 +718,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Previous segment's readers of Q, P and the row arrays are done.
     named_barrier_sync(kBarConsumers, 256);
     int q_shift = 0;  // Q is stored times 2^-q_shift (fp16 math for a bf16 query only)
-    // FP8 caches: the first Q comes from here (from the producer, as for 16-bit caches, all four
-    // FP8-grid shapes of the wide kernel measured 0.7-1.3% slower).
+    // FP8 caches: the first Q comes from here (issued by the producer, as for 16-bit caches, the wide
+    // kernel's FP8-grid shapes measured 0.4-1.3% slower).
     if constexpr (kKind != kKv16Bit) {
       if (tid == 0 && req == part.begin_req) issue_q_load(p, maps, sm, req, m_tile);
     }

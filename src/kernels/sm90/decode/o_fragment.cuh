@@ -63,7 +63,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     // offsets are in `out` before the loop, so that each store is one predicated STG at a constant offset
     // (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the compiler made each store a branch that
     // recomputed the row's 64-bit offset: 30+ instructions per store, and the epilogue ran at
-    // instruction-fetch speed, about 7 us per segment at h_q = 128; 2026-12-01).
+    // instruction-fetch speed; 2026-12-01, docs/hopper-kernel.md).
     const bool odd = c & 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
