@@ -286,6 +286,7 @@ int run(int argc, char** argv) {
     return 0;
   }
 
+  const std::string grid_name = o.shapes.empty() ? o.grid : "shapes";  // --shape replaces the grid
   std::vector<BenchConfig> configs;
   for (const BenchConfig& c : o.shapes.empty() ? grid_configs(o.grid) : o.shapes) {
     if (o.filter.matches(c)) configs.push_back(c);
@@ -303,8 +304,7 @@ int run(int argc, char** argv) {
     return run_cpu_reference_demo(stdout, o.seed);
   }
   if (total == 0) {
-    std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n",
-                 o.shapes.empty() ? o.grid.c_str() : "shapes");
+    std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n", grid_name.c_str());
     return 2;
   }
 
@@ -313,7 +313,7 @@ int run(int argc, char** argv) {
   info.commit = source_commit();
   info.date = utc_now();
   info.command_line = command_line(argc, argv);
-  info.grid = o.shapes.empty() ? o.grid : "shapes";
+  info.grid = grid_name;
   info.formats = o.formats_text;
   info.backend_requested = o.backend_text;
   info.fp8_math = fp8_math_name(o.fp8_math);

@@ -669,13 +669,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       issue_q_load(p, maps, sm, part.begin_req, m_tile);  // the first segment's Q, ahead of its pages
     }
     // Every CTA starts at once, and what its first S needs (Q and the first page) competes in HBM with
-    // the second page: stage 1's first copy waits until Q has landed. (Only when the first segment has
-    // two tiles or more: then the consumers cannot finish it, and q_full cannot pass phase 0 again,
-    // before this copy.)
-    bool q_first = my_stage == 1 && [&] {
-      const Segment first = make_segment(p, part, part_idx, part.begin_req);
-      return first.block_end - first.block_begin >= 2;
-    }();
+    // the second page: the copy of the first segment's second tile waits until Q has landed. (q_full
+    // cannot pass phase 0 again before it: the next Q needs the consumers' S of this tile.)
     const uint64_t policy = l2_evict_first_policy();
     uint32_t it = 0;
     uint32_t second_of_pair = 0;  // rope_box_half's record of the stages' last tiles
@@ -686,10 +681,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int rope_half = rope_box_half(second_of_pair, stage, block - seg.block_begin);  // every tile
         if (stage != my_stage) continue;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
-        if (q_first) {
-          mbarrier_wait(&sm.q_full, 0);
-          q_first = false;
-        }
+        if (req == part.begin_req && block == seg.block_begin + 1) mbarrier_wait(&sm.q_full, 0);
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
         if (rope_half == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
