@@ -682,6 +682,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (stage != my_stage) continue;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         if (req == part.begin_req && block == seg.block_begin + 1) mbarrier_wait(&sm.q_full, 0);
+        // Every release of this stage half is waited for, in order. A parity wait cannot tell phase k from
+        // phase k + 2, so a waiter that skipped a release could pass while the stage is still in use (a variant
+        // that let the consumers copy some tiles faulted that way: docs/hopper-kernel.md).
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
         if (rope_half == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
