@@ -87,7 +87,14 @@ struct alignas(1024) WideSharedStorage {
   // Stage halves, released separately: half c = consumer c's V boxes [4c, 4c + 4), plus the rope box when
   // consumer c read the P written over it (seesaw_pairs.h). Every thread of consumer c arrives.
   uint64_t empty[WideConfig::kStages][WideConfig::kConsumers];
+  // Alternating schedule, 16-bit cache, <= kRopeEarlyMaxRows rows: box 8 (the rope dims) is read only by the
+  // owner's S (P goes to `p`), so the owner releases it when S is done, ahead of the halves (128 arrivals).
+  uint64_t rope_empty[WideConfig::kStages];
 };
+// Up to this many query rows the alternating schedule's box 8 goes back after S (rope_empty). At 16 rows, b >= 16:
+// s_k 16K-32K 1.008-1.018x, 1K 0.99-1.00x. At 64 rows it measured 0.96-1.02x, so the limit stays at 16
+// (bench/results/2026-12-01-h200-session17-experiments.md).
+inline constexpr int kRopeEarlyMaxRows = 16;
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack
 static_assert(kWideSmemBytes <= 232448, "wide kernel exceeds the sm_90 shared-memory limit per CTA");

@@ -336,7 +336,8 @@ template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                                    const int* page_ids, int num_pages, bool& bad_page) {
+                                                    const int* page_ids, int num_pages, bool& bad_page,
+                                                    bool rope_early) {
   // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
   // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
   // barrier orders them as well, but racecheck does not follow that chain).
@@ -366,6 +367,9 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       }
       wgmma_wait<0>();
       fence_operands(s);
+      if constexpr (!kBoxByBox) {
+        if (rope_early) mbarrier_arrive(&sm.rope_empty[stage]);  // S was box 8's last reader
+      }
       st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
     } else {
@@ -634,6 +638,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       mbarrier_init(&sm.raw[s][0], 1);
       for (int h = 0; h < Cfg::kConsumers; ++h) mbarrier_init(&sm.empty[s][h], 128);  // consumer h's threads
+      if constexpr (kKind == kKv16Bit && kSchedule == WideSchedule::kAlternating)
+        mbarrier_init(&sm.rope_empty[s], 128);  // the owner's threads
     }
     mbarrier_init(&sm.q_full, 1);
     fence_barrier_init();
@@ -661,7 +667,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // second; the alternating schedule reads box 8 only before both releases). A thread per stage as well
     // as per half: the seesaw's consumer 1 releases stage b's half before stage a's, and one thread
     // taking both stages' tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
-    if (threadIdx.x % 32 != 0 || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
+    // With few rows the alternating schedule releases box 8 on its own (rope_empty), and lane 1 of warp 2 s copies
+    // it into stage s.
+    const bool rope_early = kSchedule == WideSchedule::kAlternating && p.rows <= kRopeEarlyMaxRows;
+    const bool rope_thread = rope_early && threadIdx.x % 32 == 1 && (threadIdx.x / 32) % Cfg::kConsumers == 0;
+    if ((threadIdx.x % 32 != 0 && !rope_thread) || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
     const int half = (threadIdx.x / 32) % Cfg::kConsumers;
     const int my_stage = (threadIdx.x / 32) / Cfg::kConsumers;
     if (threadIdx.x == 0) {
@@ -685,9 +695,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         // Every release of this stage half is waited for, in order. A parity wait cannot tell phase k from
         // phase k + 2, so a waiter that skipped a release could pass while the stage is still in use (a variant
         // that let the consumers copy some tiles faulted that way: docs/hopper-kernel.md).
+        if (rope_thread) {
+          mbarrier_wait(&sm.rope_empty[stage], ((it / Cfg::kStages) & 1) ^ 1);
+          load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
+          continue;
+        }
         mbarrier_wait(&sm.empty[stage][half], ((it / Cfg::kStages) & 1) ^ 1);
         load_page<kKind>(p, sm, maps, stage, page, policy, half * Cfg::kHalfBoxes, (half + 1) * Cfg::kHalfBoxes);
-        if (rope_half == half) load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
+        if (!rope_early && rope_half == half)
+          load_page<kKind>(p, sm, maps, stage, page, policy, Cfg::kBoxes - 1, Cfg::kBoxes);
       }
     }
     return;
@@ -746,7 +762,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else {
       consume_alternating<MathT, kKind != kKv16Bit>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
-                                                    p.num_pages, bad_page);
+                                                    p.num_pages, bad_page, p.rows <= kRopeEarlyMaxRows);
     }
     const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
     // Once both consumers are past their last S (the row sums' barrier), the next segment's Q goes into
