@@ -331,7 +331,8 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
 // kBoxByBox (FP8 caches): the owner's S starts on each group of boxes as the producer finishes
 // expanding it, instead of waiting for the whole page (with the per-group arrivals, ds_mla 1.08-1.12x
 // and e4m3 0.99-1.03x at 64+ rows; 16-bit caches, whose boxes land by TMA, measured -1.4% to +1.4%
-// that way and keep the single wait).
+// that way and keep the single wait). rope_early: the owner gives box 8 back once S is done (the kernel's
+// rope_early; 16-bit caches, few rows).
 template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
@@ -367,9 +368,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       }
       wgmma_wait<0>();
       fence_operands(s);
-      if constexpr (!kBoxByBox) {
-        if (rope_early) mbarrier_arrive(&sm.rope_empty[stage]);  // S was box 8's last reader
-      }
+      if (rope_early) mbarrier_arrive(&sm.rope_empty[stage]);  // S was box 8's last reader
       st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
     } else {
@@ -630,6 +629,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // issued under a branch it cannot prove uniform is serialized (ptxas C7520).
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
+  // With few rows the alternating schedule on a 16-bit cache gives box 8 back after S (rope_empty), and
+  // lane 1 of producer warp 2 s copies it into stage s. One decision, read by both roles.
+  constexpr bool kRopeEarlyKernel = kKind == kKv16Bit && kSchedule == WideSchedule::kAlternating;
+  const bool rope_early = kRopeEarlyKernel && p.rows <= kRopeEarlyMaxRows;
+
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       for (int b = 0; b < Cfg::kBoxes; ++b) {
@@ -638,8 +642,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       mbarrier_init(&sm.raw[s][0], 1);
       for (int h = 0; h < Cfg::kConsumers; ++h) mbarrier_init(&sm.empty[s][h], 128);  // consumer h's threads
-      if constexpr (kKind == kKv16Bit && kSchedule == WideSchedule::kAlternating)
-        mbarrier_init(&sm.rope_empty[s], 128);  // the owner's threads
+      if constexpr (kRopeEarlyKernel) mbarrier_init(&sm.rope_empty[s], 128);  // the owner's threads
     }
     mbarrier_init(&sm.q_full, 1);
     fence_barrier_init();
@@ -667,9 +670,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // second; the alternating schedule reads box 8 only before both releases). A thread per stage as well
     // as per half: the seesaw's consumer 1 releases stage b's half before stage a's, and one thread
     // taking both stages' tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
-    // With few rows the alternating schedule releases box 8 on its own (rope_empty), and lane 1 of warp 2 s copies
-    // it into stage s.
-    const bool rope_early = kSchedule == WideSchedule::kAlternating && p.rows <= kRopeEarlyMaxRows;
     const bool rope_thread = rope_early && threadIdx.x % 32 == 1 && (threadIdx.x / 32) % Cfg::kConsumers == 0;
     if ((threadIdx.x % 32 != 0 && !rope_thread) || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
     const int half = (threadIdx.x / 32) % Cfg::kConsumers;
@@ -762,7 +762,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     } else {
       consume_alternating<MathT, kKind != kKv16Bit>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
-                                                    p.num_pages, bad_page, p.rows <= kRopeEarlyMaxRows);
+                                                    p.num_pages, bad_page, rope_early);
     }
     const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
     // Once both consumers are past their last S (the row sums' barrier), the next segment's Q goes into
