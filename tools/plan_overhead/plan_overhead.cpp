@@ -6,6 +6,8 @@
 // (plan + upload + one cudaGraphLaunch of a graph holding the planning kernel and an empty layer
 // callback). The pool's append() for every request happens before the timer starts.
 //
+// Also timed: one eager DecodePlan::run (no graph) per backend and cache format, host side only.
+//
 // Zero host-device synchronisation is shown two ways: (1) during the timed loop the stream is
 // never drained by the host; (2) the stream is held by a host callback for 500 ms and
 // num_staging - 1 steps are issued: they return in microseconds while the stream is still busy
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +129,78 @@ void CUDART_CB hold_stream(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
 }
 
+// (D) Host time of one eager DecodePlan::run (validation, parameters, the sm90 kernels' tensor maps,
+// two launches) per backend and cache format, at the tool's batch and h_q with one page per request
+// (the kernels are short, so the launch queue never fills). Every 64 calls the stream is drained
+// outside the timer.
+void time_eager_run(const Options& o, cudaStream_t stream) {
+  std::printf("eager DecodePlan::run, host time per call (batch %d, h_q %d, 64 tokens per request):\n", o.batch,
+              o.heads);
+  const int calls = std::max(2000, o.steps / 4), warmup = 200;
+  const int64_t rows = static_cast<int64_t>(o.batch) * o.heads;
+  void *q = nullptr, *kv = nullptr, *table = nullptr, *seqlens = nullptr, *out = nullptr, *lse = nullptr;
+  check(cudaMalloc(&q, rows * 576 * 2), "cudaMalloc");
+  check(cudaMalloc(&kv, static_cast<size_t>(o.batch) * 64 * 1152), "cudaMalloc");
+  check(cudaMalloc(&table, o.batch * sizeof(int)), "cudaMalloc");
+  check(cudaMalloc(&seqlens, o.batch * sizeof(int)), "cudaMalloc");
+  check(cudaMalloc(&out, rows * 512 * 2), "cudaMalloc");
+  check(cudaMalloc(&lse, rows * sizeof(float)), "cudaMalloc");
+  check(cudaMemset(q, 0, rows * 576 * 2), "cudaMemset");
+  check(cudaMemset(kv, 0, static_cast<size_t>(o.batch) * 64 * 1152), "cudaMemset");
+  std::vector<int> host(o.batch);
+  for (int i = 0; i < o.batch; ++i) host[i] = i;
+  check(cudaMemcpy(table, host.data(), o.batch * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
+  std::fill(host.begin(), host.end(), 64);
+  check(cudaMemcpy(seqlens, host.data(), o.batch * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
+  for (Backend backend : {Backend::kSm90, Backend::kPortable}) {
+    for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+      DecodeShape shape;
+      shape.batch_size = o.batch;
+      shape.num_heads = o.heads;
+      shape.kv_format = format;
+      DecodeOptions options;
+      options.backend = backend;
+      std::unique_ptr<DecodePlan> plan;
+      try {
+        plan = std::make_unique<DecodePlan>(shape, options);
+      } catch (const Error& e) {
+        std::printf("  %-8s %-10s not available here: %s\n", backend_name(backend), kv_format_name(format), e.what());
+        continue;
+      }
+      void* ws = nullptr;
+      check(cudaMalloc(&ws, plan->workspace_bytes()), "cudaMalloc");
+      plan->reset_device_errors(ws, stream);
+      const DType kv_dtype = format == KVFormat::kBF16 ? DType::kBFloat16 : DType::kUInt8;
+      const int64_t width = format == KVFormat::kBF16 ? 576 : kv_bytes_per_token(format);
+      DecodeArgs args;
+      args.q = make_tensor(q, DType::kBFloat16, {o.batch, 1, o.heads, 576}, DeviceType::kCUDA);
+      args.kv.data = make_tensor(kv, kv_dtype, {o.batch, 64, width}, DeviceType::kCUDA);
+      args.kv.format = format;
+      args.block_table = make_tensor(table, DType::kInt32, {o.batch, 1}, DeviceType::kCUDA);
+      args.cache_seqlens = make_tensor(seqlens, DType::kInt32, {o.batch}, DeviceType::kCUDA);
+      args.softmax_scale = 0.0416667f;
+      args.out = make_tensor(out, DType::kBFloat16, {o.batch, 1, o.heads, 512}, DeviceType::kCUDA);
+      args.lse = make_tensor(lse, DType::kFloat32, {o.batch, 1, o.heads}, DeviceType::kCUDA);
+      plan->plan(args.cache_seqlens, ws, plan->workspace_bytes(), stream);
+      std::vector<double> us;
+      us.reserve(calls);
+      for (int i = 0; i < calls + warmup; ++i) {
+        if (i % 64 == 0) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        const auto t0 = Clock::now();
+        plan->run(args, ws, plan->workspace_bytes(), stream);
+        if (i >= warmup) us.push_back(since_us(t0));
+      }
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      const unsigned errors = DecodePlan::read_device_errors(ws, stream);
+      const std::string what = std::string(backend_name(backend)) + " " + kv_format_name(format) +
+                               (errors ? " (device errors: " + describe_device_errors(errors) + ")" : "");
+      print(what.c_str(), summarize(us), us.size());
+      cudaFree(ws);
+    }
+  }
+  for (void* ptr : {q, kv, table, seqlens, out, lse}) cudaFree(ptr);
+}
+
 int with_gpu(const Options& o) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -201,6 +276,7 @@ int with_gpu(const Options& o) {
   const unsigned errors =
       runner.read_device_errors(stream) | DecodePlan::read_device_errors(buffers.workspace(), stream);
   if (errors != 0) std::printf("  device errors: %s\n", describe_device_errors(errors).c_str());
+  time_eager_run(o, stream);
   cudaStreamDestroy(stream);
   return busy && errors == 0 ? 0 : 1;
 }

@@ -77,6 +77,16 @@ struct KvStages<Cfg, T, kKind, true> {
 template <class Cfg, int kKind>
 inline constexpr int kMinCtasPerSm = KvLayout<kKind>::kQuantized && Cfg::M == 16 ? 2 : 1;
 
+// QK of the quantized 16-row tiles is split over k (fp8_fragments.cuh, qk_gemm_quantized): pairs of
+// warps share two key tiles, each multiplying both over half of the dims, and trade partial scores
+// through shared memory, so each reads half of Q. Every warp reading all of Q was 147 KB of
+// shared-memory reads per 64-token tile (whose e4m3 bytes are 36 KB); on the H200 (b=128, s_q=1,
+// h_q=16, s_k=16K) the pairs took e4m3 from 461 to 409 us and ds_mla from 590 to 567 us. Groups of
+// four measured the same (411 us) and need 12 KB instead of 4 KB, which no longer fits the 16-row
+// e4m3 tile into the 99 KB of sm_86 / sm_89 (bench/results/2026-12-01-h200-portable-fp8-splitk.md).
+template <class Cfg, int kKind>
+inline constexpr int kQkSplit = KvLayout<kKind>::kQuantized && Cfg::M == 16 ? 2 : 1;
+
 // Shared memory of one CTA. Q rows are 72 chunks with chunk c of row r stored at c ^ (r & 7):
 // ldmatrix reads 8 rows of one chunk column without bank conflicts (16-bit KV rows likewise).
 // T is the type the tensor cores multiply (the query's, or fp16 for e4m3 caches).
@@ -89,6 +99,10 @@ struct SharedStorage : KvStages<Cfg, T, kKind> {
   float row_max[2][Cfg::M];  // running max (raw score units), double-buffered across tiles
   float row_sum[2][Cfg::M];  // running sum of exp2((s - max) * scale_log2)
   float q_amax[Cfg::kNumWarps];  // a bf16 query's largest |q| per warp (fp16 math: its shift)
+  // Split-k QK: per owner warp, the other kQkSplit - 1 warps' partial scores of its key tile, one
+  // 16-byte accumulator fragment per lane.
+  static constexpr int kQkSplitWays = kQkSplit<Cfg, kKind>;
+  alignas(16) float qk_partials[kQkSplitWays > 1 ? Cfg::kQkWarpsN * (kQkSplitWays - 1) * 32 : 1][4];
 };
 
 }  // namespace openmla::kernels::portable

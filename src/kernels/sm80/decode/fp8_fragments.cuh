@@ -120,84 +120,165 @@ __device__ __forceinline__ uint32_t rope_pair(uint32_t w) {
   }
 }
 
+// Address `i` (0-3) of four, for an index known only at run time (no local-memory array).
+__device__ __forceinline__ uint32_t pick4(const uint32_t (&a)[4], int i) {
+  return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
+
 // S[warp rows 16 x kQkKeys] = Q K^T over the 576 dims, K from a quantized stage.
+// Split-k (kQkSplit > 1, the 16-row tiles; config.h): the kQkSplit warps of a group multiply the
+// group's kQkSplit key tiles, warp `part` over its share of the dims: 64-dim groups
+// [part kGroups, +kGroups) and k-steps [part kTailSteps, +kTailSteps) of the last 64 dims (e4m3
+// group 8, or ds_mla's bf16 rope). Each warp then hands the partials of the others' tiles over
+// through shared memory, waits for its group, and returns its own tile (keys 8 warp_n, as without
+// the split), so Q is read once per group instead of once per warp.
 template <class Cfg, typename Math, int kKind>
-__device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t* stage, int warp_m, int warp_n,
-                                                  int lane, float (&s)[Cfg::kQkKeys / 8][4]) {
-  constexpr int kTiles = Cfg::kQkKeys / 8;
-  constexpr int kE4m3Groups = kKind == kKvDsMla ? 8 : 9;  // 64-dim groups stored as e4m3
+__device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t* stage, float (*partials)[4],
+                                                  int warp_m, int warp_n, int lane,
+                                                  float (&s)[Cfg::kQkKeys / 8][4]) {
+  constexpr int kSplit = kQkSplit<Cfg, kKind>;
+  static_assert(kSplit == 1 || (Cfg::kQkKeys == 8 && Cfg::kQkWarpsM == 1 && Cfg::kQkWarpsN % kSplit == 0),
+                "split-k QK: one row tile, one key tile per warp, whole groups of warps");
+  static_assert(kSplit == 1 || kSplit == 2 || kSplit == 4, "the 64-dim groups and the tail split evenly");
+  constexpr int kTiles = kSplit * Cfg::kQkKeys / 8;  // key tiles this warp multiplies
+  constexpr int kGroups = 8 / kSplit;                // of the 64-dim e4m3 groups 0-7
+  constexpr int kTailSteps = 4 / kSplit;             // of the last 64 dims' 4 k-steps
   const int g = lane / 4, c = lane % 4;
+  const int part = warp_n % kSplit;
+  float acc[kTiles][4];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
-  // A: ldmatrix rows of Q, as in the 16-bit path (qk_addresses).
+  for (int t = 0; t < kTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+  // A: ldmatrix rows of Q, as in the 16-bit path (qk_addresses); k-step 4 grp + kk of group grp at
+  // q_addr[kk] + 128 grp.
   const int a_row = warp_m * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
   const uint32_t q_row = smem_addr(sq) + a_row * kRowChunks * kChunkBytes;
   uint32_t q_addr[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) q_addr[j] = q_row + (((2 * j + lane / 16) ^ (lane % 8)) * kChunkBytes);
+  const uint32_t q_part = part * kGroups * 8 * kChunkBytes;
   const uint32_t base = smem_addr(stage);
   int key[kTiles];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) key[t] = warp_n * Cfg::kQkKeys + t * 8 + g;
+  for (int t = 0; t < kTiles; ++t) key[t] = (warp_n - part) * Cfg::kQkKeys + t * 8 + g;
 
-  auto step = [&](int ks, const uint32_t (&b0)[kTiles], const uint32_t (&b1)[kTiles]) {
+  auto mma_step = [&](uint32_t q_address, const uint32_t (&b0)[kTiles], const uint32_t (&b1)[kTiles]) {
     uint32_t a[4];
-    ldmatrix_x4(a, q_addr[ks % 4] + (ks / 4) * 8 * kChunkBytes);
+    ldmatrix_x4(a, q_address);
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t) mma_16x8x16<Math>(s[t], a, b0[t], b1[t]);
+    for (int t = 0; t < kTiles; ++t) mma_16x8x16<Math>(acc[t], a, b0[t], b1[t]);
   };
   // Each group's K bytes are loaded one group ahead, so their latency hides behind the group
   // before (four k-steps of conversions and MMAs).
   // Group grp's chunk of a key row is group grp % 2's plus 128 (grp / 2) bytes (layout.cuh), so
-  // two addresses per key serve the whole row.
+  // two addresses per key serve groups 0-7 (kGroups is even).
   uint32_t k_addr[2][kTiles];
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
-    k_addr[0][t] = base + raw_chunk_offset<kKind>(key[t], c);
-    k_addr[1][t] = base + raw_chunk_offset<kKind>(key[t], 4 + c);
+    k_addr[0][t] = base + raw_chunk_offset<kKind>(key[t], c) + part * (kGroups / 2) * 128;
+    k_addr[1][t] = base + raw_chunk_offset<kKind>(key[t], 4 + c) + part * (kGroups / 2) * 128;
   }
-  auto load_group = [&](int grp, uint4 (&k)[kTiles], float (&scale)[kTiles]) {
+  auto load_group = [&](int gl, uint4 (&k)[kTiles], float (&scale)[kTiles]) {
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-      k[t] = lds128(grp < 8 ? k_addr[grp % 2][t] + (grp / 2) * 128 : base + raw_chunk_offset<kKind>(key[t], 4 * grp + c));
-      scale[t] = kKind == kKvDsMla ? ds_mla_scale(base, key[t], grp / 2) : 1.f;
+      k[t] = lds128(k_addr[gl % 2][t] + (gl / 2) * 128);
+      scale[t] = kKind == kKvDsMla ? ds_mla_scale(base, key[t], (part * kGroups + gl) / 2) : 1.f;
+    }
+  };
+  // The last 64 dims, k-steps 32 + kk for kk in [part kTailSteps, +kTailSteps): e4m3 group 8 (a
+  // key row's chunk 32 + c, one word per k-step) or ds_mla's rope (a lane's dims 16c..16c+15, two
+  // bf16 words per k-step). Loaded with the last group, as the groups are.
+  constexpr int kTailWords = kKind == kKvDsMla ? 2 * kTailSteps : kTailSteps;
+  uint32_t tail[kTiles][kTailWords];
+  auto load_tail = [&]() {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      const uint32_t addr =
+          (kKind == kKvDsMla ? base + key[t] * KvLayout<kKind>::kTokenBytes + kDsMlaRopeByte + c * 32
+                             : base + raw_chunk_offset<kKind>(key[t], 32 + c)) +
+          part * kTailWords * 4;
+      if constexpr (kTailWords >= 4) {
+#pragma unroll
+        for (int v = 0; v < kTailWords / 4; ++v) {
+          const uint4 w = lds128(addr + 16 * v);
+          tail[t][4 * v] = w.x, tail[t][4 * v + 1] = w.y, tail[t][4 * v + 2] = w.z, tail[t][4 * v + 3] = w.w;
+        }
+      } else if constexpr (kTailWords == 2) {
+        const uint2 w = lds64(addr);
+        tail[t][0] = w.x, tail[t][1] = w.y;
+      } else {
+        tail[t][0] = lds32(addr);
+      }
     }
   };
   uint4 k[2][kTiles];
   float scale[2][kTiles];
   load_group(0, k[0], scale[0]);
 #pragma unroll
-  for (int grp = 0; grp < kE4m3Groups; ++grp) {
-    if (grp + 1 < kE4m3Groups) load_group(grp + 1, k[(grp + 1) % 2], scale[(grp + 1) % 2]);
-    const uint4(&kc)[kTiles] = k[grp % 2];
+  for (int gl = 0; gl < kGroups; ++gl) {
+    if (gl + 1 < kGroups) {
+      load_group(gl + 1, k[(gl + 1) % 2], scale[(gl + 1) % 2]);
+    } else {
+      load_tail();
+    }
+    const uint4(&kc)[kTiles] = k[gl % 2];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       uint32_t b0[kTiles], b1[kTiles];
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
-        b0[t] = dequantize_pair<Math, kKind, false>(word(kc[t], kk), scale[grp % 2][t], scale[grp % 2][t]);
-        b1[t] = dequantize_pair<Math, kKind, true>(word(kc[t], kk), scale[grp % 2][t], scale[grp % 2][t]);
+        b0[t] = dequantize_pair<Math, kKind, false>(word(kc[t], kk), scale[gl % 2][t], scale[gl % 2][t]);
+        b1[t] = dequantize_pair<Math, kKind, true>(word(kc[t], kk), scale[gl % 2][t], scale[gl % 2][t]);
       }
-      step(4 * grp + kk, b0, b1);
+      mma_step(q_addr[kk] + q_part + gl * 8 * kChunkBytes, b0, b1);
     }
   }
-  if constexpr (kKind == kKvDsMla) {  // the rope: 64 bf16, a lane's dims 16c..16c+15 in two loads
-    uint4 r[kTiles][2];
+#pragma unroll
+  for (int w = 0; w < kTailSteps; ++w) {
+    uint32_t b0[kTiles], b1[kTiles];
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-      const uint32_t addr = base + key[t] * KvLayout<kKind>::kTokenBytes + kDsMlaRopeByte + c * 32;
-      r[t][0] = lds128(addr);
-      r[t][1] = lds128(addr + 16);
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t b0[kTiles], b1[kTiles];
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        b0[t] = rope_pair<Math>(word(r[t][kk / 2], 2 * (kk % 2)));
-        b1[t] = rope_pair<Math>(word(r[t][kk / 2], 2 * (kk % 2) + 1));
+      if constexpr (kKind == kKvDsMla) {
+        b0[t] = rope_pair<Math>(tail[t][2 * w]);
+        b1[t] = rope_pair<Math>(tail[t][2 * w + 1]);
+      } else {
+        b0[t] = dequantize_pair<Math, kKind, false>(tail[t][w], 1.f, 1.f);
+        b1[t] = dequantize_pair<Math, kKind, true>(tail[t][w], 1.f, 1.f);
       }
-      step(32 + kk, b0, b1);
+    }
+    const int kk = kSplit == 1 ? w : part * kTailSteps + w;
+    mma_step((kSplit == 1 ? q_addr[kk] : pick4(q_addr, kk)) + 8 * 8 * kChunkBytes, b0, b1);
+  }
+  if constexpr (kSplit == 1) {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[t][e] = acc[t][e];
+  } else {
+    // Hand the other tiles' partials to their owners (warp group0 + t), keep our own.
+    const int group0 = warp_n - part;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      if (t == part) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[0][e] = acc[t][e];
+      } else {
+        const int slot = part < t ? part : part - 1;
+        *reinterpret_cast<float4*>(partials[((group0 + t) * (kSplit - 1) + slot) * 32 + lane]) =
+            make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
+      }
+    }
+    // Barrier 1 + group among the group's warps (an immediate id per group).
+    constexpr int kGroupsOfWarps = Cfg::kQkWarpsN / kSplit;
+    static_assert(kGroupsOfWarps <= 4, "barrier ids 1-4");
+    const int group = warp_n / kSplit;
+    if (group == 0) named_barrier_sync<1, 32 * kSplit>();
+    if constexpr (kGroupsOfWarps > 1) if (group == 1) named_barrier_sync<2, 32 * kSplit>();
+    if constexpr (kGroupsOfWarps > 2) if (group == 2) named_barrier_sync<3, 32 * kSplit>();
+    if constexpr (kGroupsOfWarps > 3) if (group == 3) named_barrier_sync<4, 32 * kSplit>();
+#pragma unroll
+    for (int slot = 0; slot < kSplit - 1; ++slot) {
+      const float4 v = *reinterpret_cast<const float4*>(partials[(warp_n * (kSplit - 1) + slot) * 32 + lane]);
+      s[0][0] += v.x, s[0][1] += v.y, s[0][2] += v.z, s[0][3] += v.w;
     }
   }
 }

@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       // ---- S = Q K^T and masking ----
       float s[Cfg::kQkKeys / 8][4];
       if constexpr (kQuantized) {
-        qk_gemm_quantized<Cfg, Math, kKind>(sm.q, sm.raw[stage], qk_m, qk_n, lane, s);
+        qk_gemm_quantized<Cfg, Math, kKind>(sm.q, sm.raw[stage], sm.qk_partials, qk_m, qk_n, lane, s);
       } else {
         qk_gemm<Cfg, T>(sm.q, sm.kv[stage], qk_m, qk_n, lane, s);
       }
