@@ -19,6 +19,15 @@ inline void cuda_check(cudaError_t err, const char* what) {
 }
 #define OPENMLA_TEST_CUDA(call) ::openmla::testing::cuda_check((call), #call)
 
+// Properties of the current device (the one the tests run on).
+inline cudaDeviceProp current_device_properties() {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  return prop;
+}
+
 // Owns `bytes` of device memory (cudaMalloc / cudaFree). Zero bytes holds no allocation.
 class DeviceBuffer {
  public:

@@ -307,10 +307,7 @@ TEST(Decode, NonFiniteKvPoisonsItsRows) {
   // e4m3: the NaN code in one byte, where the kernel converts with cvt (sm_89+; the sm_80 build
   // reads it as 480, docs/kv-formats.md). 16 rows: sm90 narrow kernel for the FP8 formats; 32 and
   // 128: wide.
-  int device = 0;
-  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = current_device_properties();
   const bool fp8_conversion = prop.major * 10 + prop.minor >= 89;
   for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8DsMla, KVFormat::kFP8E4M3}) {
     if (format == KVFormat::kFP8E4M3 && !fp8_conversion) continue;
@@ -732,10 +729,7 @@ TEST(Decode, SingleRequestSplitOverManyParts) {
 TEST(Decode, EveryPortableTileMatchesReference) {
   // The auto choice picks one tile per device; force each one (those that fit this device) so the
   // tiles meant for sm80 / sm86 are tested on whatever GPU runs the suite.
-  int device = 0;
-  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = current_device_properties();
   for (int tile = 0; tile < detail::kNumPortableTiles; ++tile) {
     const auto t = static_cast<detail::PortableTile>(tile);
     for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {

@@ -127,19 +127,19 @@ ConfigFilter parse_filter(const std::string& spec) {
     if (eq == std::string::npos) {
       detail::fail_arg("--filter", "KEY=VALUES terms (b, s_q, h_q, s_k, varlen)", "'" + term + "'");
     }
-    const std::string key = term.substr(0, eq), values = term.substr(eq + 1);
+    const std::string key = term.substr(0, eq), values = term.substr(eq + 1), name = "--filter " + key;
     if (key == "b") {
-      f.batch_size = parse_int_list("--filter " + key, values);
+      f.batch_size = parse_int_list(name, values);
     } else if (key == "s_q") {
-      f.q_len = parse_int_list("--filter " + key, values);
+      f.q_len = parse_int_list(name, values);
     } else if (key == "h_q") {
-      f.num_heads = parse_int_list("--filter " + key, values);
+      f.num_heads = parse_int_list(name, values);
     } else if (key == "s_k") {
-      f.seqlen = parse_int_list("--filter " + key, values);
+      f.seqlen = parse_int_list(name, values);
     } else if (key == "varlen") {
-      const std::vector<int> v = parse_int_list("--filter " + key, values);
+      const std::vector<int> v = parse_int_list(name, values);
       if (v.size() != 1 || (v[0] != 0 && v[0] != 1)) {
-        detail::fail_arg("--filter varlen", "0 or 1", "'" + values + "'");
+        detail::fail_arg(name.c_str(), "0 or 1", "'" + values + "'");
       }
       f.varlen = v[0];
     } else {

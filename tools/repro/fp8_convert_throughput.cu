@@ -5,7 +5,9 @@
 // Each thread runs 8 independent chains (a conversion's output is the next one's input), 32 warps
 // per SM; the SM's clock counter over the loop gives values converted per clock per SM.
 // Built as build/openmla-fp8-convert-throughput (sm_90a); run on the GPU, no arguments.
-// Result on the H200 (CUDA 13.0, 2026-12-01; every mode also runs one LOP3 + SHF per word to chain):
+// Result on the H200 (CUDA 13.0, 2026-12-01; every mode also runs one LOP3 + SHF per word to chain;
+// measured with local copies of the fp8_registers.cuh functions, whose SASS has the same instructions
+// in a slightly different order):
 //   cvt.rn.f16x2.e4m3x2 (F2FP)                   63.4 values / clk / SM
 //   prmt + lop (sm_80 path), with or without ×256 25.1 / 25.2
 //   lop in place, no prmt                        36.2
@@ -16,37 +18,29 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "kernels/common/fp8_registers.cuh"
+
 namespace {
 
-template <uint32_t kSelector>
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "n"(kSelector));
-  return d;
-}
+using namespace openmla::kernels;
 
-// 1: two cvt.rn.f16x2.e4m3x2 per word (sm_89+).
+// 1: the kernels' sm_89+ conversion, two cvt.rn.f16x2.e4m3x2 per word.
 __device__ __forceinline__ void convert_cvt(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
-      : "=r"(lo), "=r"(hi)
-      : "r"(w));
+  lo = e4m3x2_to_f16x2_cvt<false>(w);
+  hi = e4m3x2_to_f16x2_cvt<true>(w);
 }
-// 2: the sm_80 path: bytes to the high halves (prmt), sign | magnitude >> 1, times 256 (hmul2).
-__device__ __forceinline__ uint32_t times256(uint32_t d) {
-  uint32_t r;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(d), "r"(0x5C005C00u));
-  return r;
-}
+// 2 and 3: the kernels' sm_80 path (prmt, then sign | magnitude >> 1), times 256 or not (a scale that
+// could be folded elsewhere).
 __device__ __forceinline__ void convert_int_prmt(uint32_t w, uint32_t& lo, uint32_t& hi, bool scale) {
-  const uint32_t x0 = prmt<0x1404>(w, 0u), x1 = prmt<0x3424>(w, 0u);
-  lo = (x0 & 0x80008000u) | ((x0 >> 1) & 0x3F803F80u);
-  hi = (x1 & 0x80008000u) | ((x1 >> 1) & 0x3F803F80u);
+  lo = e4m3x2_to_f16x2_over_256<false>(w);
+  hi = e4m3x2_to_f16x2_over_256<true>(w);
   if (scale) {
-    lo = times256(lo);
-    hi = times256(hi);
+    lo = hmul2(lo, 0x5C005C00u);
+    hi = hmul2(hi, 0x5C005C00u);
   }
 }
-// 3: no prmt: bytes 1 and 3 in place, bytes 0 and 2 shifted up by 8 (pairs (1, 3) and (0, 2)), / 256.
+// 4: an alternative the kernels do not use: no prmt, bytes 1 and 3 in place, bytes 0 and 2 shifted
+// up by 8 (pairs (1, 3) and (0, 2)), / 256.
 __device__ __forceinline__ void convert_int_inplace(uint32_t w, uint32_t& odd, uint32_t& even) {
   odd = (w & 0x80008000u) | ((w >> 1) & 0x3F803F80u);
   even = ((w << 8) & 0x80008000u) | ((w << 7) & 0x3F803F80u);

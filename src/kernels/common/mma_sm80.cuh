@@ -32,12 +32,11 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem_dst)),
                "l"(gmem_src), "r"(src_bytes));
 }
-// Barrier kId (1-15; 0 is __syncthreads) among kThreads threads (whole warps) of the CTA. The id is
-// an immediate: with a register id ptxas reserves all 16 of the CTA's barriers.
-template <int kId, int kThreads>
-__device__ __forceinline__ void named_barrier_sync() {
-  static_assert(kId >= 1 && kId < 16 && kThreads % 32 == 0, "barrier id and thread count");
-  asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory");
+// Named barriers (id 0 is __syncthreads): waits until `threads` threads (whole warps) have arrived at
+// barrier `id`. Pass an id that is a constant after inlining: for an id ptxas cannot fold it reserves
+// all 16 of the CTA's barriers.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -89,11 +89,7 @@ __device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, i
 
 // ds_mla: the float scale of 128-dim tile `tile` of token `row`.
 __device__ __forceinline__ float ds_mla_scale(uint32_t raw_base, int row, int tile) {
-  float s;
-  asm volatile("ld.shared.f32 %0, [%1];"
-               : "=f"(s)
-               : "r"(raw_base + row * KvLayout<kKvDsMla>::kTokenBytes + kDsMlaScalesByte + tile * 4));
-  return s;
+  return __uint_as_float(lds32(raw_base + row * KvLayout<kKvDsMla>::kTokenBytes + kDsMlaScalesByte + tile * 4));
 }
 
 // Two e4m3 values (the low or high pair of w), times scales s0 and s1, as a pair of Math. e4m3 caches
@@ -118,11 +114,6 @@ __device__ __forceinline__ uint32_t rope_pair(uint32_t w) {
   } else {
     return w;
   }
-}
-
-// Address `i` (0-3) of four, for an index known only at run time (no local-memory array).
-__device__ __forceinline__ uint32_t pick4(const uint32_t (&a)[4], int i) {
-  return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
 }
 
 // S[warp rows 16 x kQkKeys] = Q K^T over the 576 dims, K from a quantized stage.
@@ -245,8 +236,9 @@ __device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t*
         b1[t] = dequantize_pair<Math, kKind, true>(tail[t][w], 1.f, 1.f);
       }
     }
-    const int kk = kSplit == 1 ? w : part * kTailSteps + w;
-    mma_step((kSplit == 1 ? q_addr[kk] : pick4(q_addr, kk)) + 8 * 8 * kChunkBytes, b0, b1);
+    // kk is known only at run time with the split: select among the four (no local-memory array).
+    const int kk = part * kTailSteps + w;
+    mma_step(word(make_uint4(q_addr[0], q_addr[1], q_addr[2], q_addr[3]), kk) + 8 * 8 * kChunkBytes, b0, b1);
   }
   if constexpr (kSplit == 1) {
 #pragma unroll
@@ -267,14 +259,14 @@ __device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t*
             make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
       }
     }
-    // Barrier 1 + group among the group's warps (an immediate id per group).
+    // Barrier 1 + group among the group's warps, one constant id per branch (a computed id would make
+    // ptxas reserve all 16 barriers).
     constexpr int kGroupsOfWarps = Cfg::kQkWarpsN / kSplit;
     static_assert(kGroupsOfWarps <= 4, "barrier ids 1-4");
     const int group = warp_n / kSplit;
-    if (group == 0) named_barrier_sync<1, 32 * kSplit>();
-    if constexpr (kGroupsOfWarps > 1) if (group == 1) named_barrier_sync<2, 32 * kSplit>();
-    if constexpr (kGroupsOfWarps > 2) if (group == 2) named_barrier_sync<3, 32 * kSplit>();
-    if constexpr (kGroupsOfWarps > 3) if (group == 3) named_barrier_sync<4, 32 * kSplit>();
+#pragma unroll
+    for (int id = 0; id < kGroupsOfWarps; ++id)
+      if (group == id) named_barrier_sync(1 + id, 32 * kSplit);
 #pragma unroll
     for (int slot = 0; slot < kSplit - 1; ++slot) {
       const float4 v = *reinterpret_cast<const float4*>(partials[(warp_n * (kSplit - 1) + slot) * 32 + lane]);

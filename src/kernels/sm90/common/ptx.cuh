@@ -106,10 +106,7 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// Named barriers (id 0 is __syncthreads): waits until `threads` threads have arrived at barrier id.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
+// Named barriers: named_barrier_sync (kernels/common/mma_sm80.cuh), and:
 // A one-way handoff between warpgroups that reach the barrier at different instructions: one side
 // arrives (does not wait), the other waits. Not `.aligned` (bar.arrive / bar.sync are): the two
 // sides are different instructions, which synccheck reports for the aligned forms.
