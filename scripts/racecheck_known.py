@@ -7,7 +7,8 @@ a shared-memory handoff with consumer 1's writes after the next `bar.sync 1, 256
 write with the reads after the barrier that follows it. Its own `--racecheck-trace-sync` trace shows the
 writing warp past that barrier before the reading warp's arrival was recorded, which the hardware barrier
 does not allow. A report counts as the artifact when both accesses are on the source lines of those
-handoffs: the merge's `buffer[...]` stores and loads, `q_amax` stores and loads. Anything else is printed
+handoffs: the merge's `buffer[...]` and row-statistics `sm.merge[...]` stores and loads, `q_amax` stores and
+loads. Anything else is printed
 and makes the exit status 1, as do reports the log counts but did not print (--print-limit).
 
 Usage: racecheck_known.py LOG SOURCE_ROOT
@@ -16,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-KNOWN_SNIPPETS = ("buffer[", "q_amax")
+KNOWN_SNIPPETS = ("buffer[", "sm.merge[", "q_amax")
 
 
 def main() -> int:

@@ -298,6 +298,36 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
+TEST(Decode, ScoresJumpAcrossTiles) {
+  // Token magnitudes spread over 2^[-6, 6] (latent_log2_spread), so a row's running max jumps at
+  // random tiles, often long after a segment's first: by more than 2^8 (the portable kernel's lazy
+  // rescaling then redoes the tile exactly) at the default softmax scale, mostly by less (weights
+  // above 1 against a stale max) at 1/8 of it. Every format and both row counts of the portable
+  // tiles (16 rows; 64 from h_q = 64 with s_q = 2), long segments (7 parts) and the automatic split.
+  for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+    for (int scale_log2 : {0, -3}) {
+      for (int q_len : {1, 2}) {
+        DecodeCase c;
+        c.q_len = q_len;
+        c.num_heads = q_len == 1 ? 16 : 64;
+        c.causal = true;
+        c.kv_format = format;
+        c.kv_fp8_scale = 0.37f;
+        c.latent_log2_spread = 4;
+        c.softmax_scale = std::ldexp(1.0f / 24.0f, scale_log2);
+        c.seqlens = {2, 63, 65, 300, 1000, 2000};
+        c.batch_size = static_cast<int>(c.seqlens.size());
+        c.seed = fresh_seed();
+        SCOPED_TRACE(c.describe());
+        expect_matches_reference(c);
+        DecodeOptions few;
+        few.num_parts = 7;
+        expect_matches_reference(c, few);
+      }
+    }
+  }
+}
+
 TEST(Decode, NonFiniteKvPoisonsItsRows) {
   // A NaN that reaches a request's keys must make exactly that request's rows NaN (out and lse), whole
   // or split over parts: a part's row sum l is then NaN, and its LSE must say so, or the combine

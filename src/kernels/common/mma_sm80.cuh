@@ -25,6 +25,16 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // exp2(-inf - base) = 0 instead of NaN.
 __device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
+// Lazy rescaling (the portable kernel and the sm90 narrow kernel): a tile's weights are taken against
+// the running max as it stands unless one would exceed 2^kLazyRescaleLog2, and only then is the tile
+// redone with the rows' new max. P is stored as fp16 or bf16 and summed in fp32: 2^8 leaves both far
+// from overflow.
+inline constexpr float kLazyRescaleLog2 = 8.f;
+
+// The largest weight exponent (log2 units) a row may take against its running max m without a redo:
+// none while the row has no unmasked key yet (m = -inf), since its base is then a placeholder.
+__device__ __forceinline__ float lazy_rescale_limit(float m) { return m == -INFINITY ? -INFINITY : kLazyRescaleLog2; }
+
 // 16-byte global -> shared copy; bytes beyond src_bytes (0 or 16) are zero-filled, so a masked
 // token costs no global read and lands as zeros.
 __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
@@ -37,6 +47,17 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
 // all 16 of the CTA's barriers.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// named_barrier_sync that also returns whether `pred` holds in any of the participating threads.
+__device__ __forceinline__ bool named_barrier_sync_or(int id, int threads, bool pred) {
+  uint32_t any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

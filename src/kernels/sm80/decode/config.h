@@ -94,8 +94,9 @@ template <class Cfg, typename T, int kKind>
 struct SharedStorage : KvStages<Cfg, T, kKind> {
   alignas(128) T q[Cfg::M * kHeadDimQK];
   alignas(128) T p[Cfg::M * Cfg::kPRowChunks * 8];
-  float partial_max[Cfg::kQkWarpsN][Cfg::M];  // per key-warp row maxima of this tile
-  float partial_sum[Cfg::kQkWarpsN][Cfg::M];
+  // Per row, the key-warps' maxima and sums of this tile (row-major: a row's values are one vector load).
+  alignas(16) float partial_max[Cfg::M][Cfg::kQkWarpsN];
+  alignas(16) float partial_sum[Cfg::M][Cfg::kQkWarpsN];
   float row_max[2][Cfg::M];  // running max (raw score units), double-buffered across tiles
   float row_sum[2][Cfg::M];  // running sum of exp2((s - max) * scale_log2)
   float q_amax[Cfg::kNumWarps];  // a bf16 query's largest |q| per warp (fp16 math: its shift)

@@ -123,10 +123,12 @@ __device__ __forceinline__ uint32_t rope_pair(uint32_t w) {
 // group 8, or ds_mla's bf16 rope). Each warp then hands the partials of the others' tiles over
 // through shared memory, waits for its group, and returns its own tile (keys 8 warp_n, as without
 // the split), so Q is read once per group instead of once per warp.
-template <class Cfg, typename Math, int kKind>
+// under_first_loads() runs right after the first group's K loads are issued (the kernel issues the
+// next tile's copies there: 1.01-1.015x at 16 rows, bench/results/2026-12-01-h200-portable-lazy-rescale.md).
+template <class Cfg, typename Math, int kKind, class UnderFirstLoads>
 __device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t* stage, float (*partials)[4],
                                                   int warp_m, int warp_n, int lane,
-                                                  float (&s)[Cfg::kQkKeys / 8][4]) {
+                                                  float (&s)[Cfg::kQkKeys / 8][4], UnderFirstLoads&& under_first_loads) {
   constexpr int kSplit = kQkSplit<Cfg, kKind>;
   static_assert(kSplit == 1 || (Cfg::kQkKeys == 8 && Cfg::kQkWarpsM == 1 && Cfg::kQkWarpsN % kSplit == 0),
                 "split-k QK: one row tile, one key tile per warp, whole groups of warps");
@@ -204,6 +206,7 @@ __device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t*
   uint4 k[2][kTiles];
   float scale[2][kTiles];
   load_group(0, k[0], scale[0]);
+  under_first_loads();
 #pragma unroll
   for (int gl = 0; gl < kGroups; ++gl) {
     if (gl + 1 < kGroups) {

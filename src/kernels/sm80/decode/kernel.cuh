@@ -5,7 +5,8 @@
 // 16-bit caches; two raw tiles in flight and one dequantized stage for FP8 caches):
 //   S = Q K^T            (warps: kQkWarpsM x kQkWarpsN, K from shared memory)
 //   mask                 (length; causal positions for the last tiles)
-//   online softmax step  (row maxima exchanged through shared memory, P stored as T)
+//   online softmax step  (weights against the running max while no score passes it by 2^8; else
+//                         row maxima exchanged through shared memory; P stored as T)
 //   O = O * alpha + P V  (warps: kPvWarpsM x kPvWarpsN, V = first 512 columns of the K tile)
 // and finally normalize and write out/lse (or a partial for the combine kernel).
 // Guards: a bad seqlen or page id never addresses memory; the segment's rows become NaN and the
@@ -212,15 +213,68 @@ __device__ __forceinline__ void pv_gemm(const T* sp, const T* sv, int warp_m, in
   }
 }
 
-// Running max of a row after this tile (raw score units): previous max and the key-warps' maxima.
+// kN floats of one row of a [rows][kN] shared array, as 16- or 8-byte loads.
+template <int kN>
+__device__ __forceinline__ void load_row(const float* row, float (&v)[kN]) {
+  static_assert(kN % 2 == 0, "whole float2s");
+  if constexpr (kN % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) {
+      const float4 x = reinterpret_cast<const float4*>(row)[i];
+      v[4 * i] = x.x, v[4 * i + 1] = x.y, v[4 * i + 2] = x.z, v[4 * i + 3] = x.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) {
+      const float2 x = reinterpret_cast<const float2*>(row)[i];
+      v[2 * i] = x.x, v[2 * i + 1] = x.y;
+    }
+  }
+}
+
+// Running max of a row after an exact tile (raw score units): previous max and the key-warps' maxima.
 template <class Cfg, typename Smem>
 __device__ __forceinline__ float tile_row_max(const Smem& sm, int cur, int row) {
+  float v[Cfg::kQkWarpsN];
+  load_row<Cfg::kQkWarpsN>(sm.partial_max[row], v);
   float m = sm.row_max[cur][row];
 #pragma unroll
-  for (int w = 0; w < Cfg::kQkWarpsN; ++w) m = fmaxf(m, sm.partial_max[w][row]);
+  for (int w = 0; w < Cfg::kQkWarpsN; ++w) m = fmaxf(m, v[w]);
   return m;
 }
 
+// Softmax weights of a warp's scores, P = exp2(s * score_log2 - base) with each row's base in log2
+// units, stored into the P tile; the quad's row sums go to partial_sum[row][qk_n] (rows row_lo and
+// row_lo + 8). Returns whether any weight's exponent exceeds its row's limit.
+template <class Cfg, typename Math>
+__device__ __forceinline__ bool store_softmax_weights(const float (&s)[Cfg::kQkKeys / 8][4], float score_log2,
+                                                      float base_lo, float base_hi, float limit_lo, float limit_hi,
+                                                      int row_lo, int qk_n, int c, char* p_base,
+                                                      float* partial_sum_lo, float* partial_sum_hi) {
+  const int row_hi = row_lo + 8;
+  float sum_lo = 0.f, sum_hi = 0.f, x_max_lo = -INFINITY, x_max_hi = -INFINITY;
+#pragma unroll
+  for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+    const float x0 = fmaf(s[t][0], score_log2, -base_lo), x1 = fmaf(s[t][1], score_log2, -base_lo);
+    const float x2 = fmaf(s[t][2], score_log2, -base_hi), x3 = fmaf(s[t][3], score_log2, -base_hi);
+    x_max_lo = fmaxf(x_max_lo, fmaxf(x0, x1));
+    x_max_hi = fmaxf(x_max_hi, fmaxf(x2, x3));
+    const float e0 = exp2_ftz(x0), e1 = exp2_ftz(x1), e2 = exp2_ftz(x2), e3 = exp2_ftz(x3);
+    sum_lo += e0 + e1;
+    sum_hi += e2 + e3;
+    const int key = qk_n * Cfg::kQkKeys + t * 8 + 2 * c;  // within the tile
+    const int byte_in_chunk = (key % 8) * 2;
+    *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_lo, key / 8) + byte_in_chunk) = pack2<Math>(e0, e1);
+    *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_hi, key / 8) + byte_in_chunk) = pack2<Math>(e2, e3);
+  }
+  sum_lo = quad_sum(sum_lo);
+  sum_hi = quad_sum(sum_hi);
+  if (c == 0) {
+    partial_sum_lo[qk_n] = sum_lo;
+    partial_sum_hi[qk_n] = sum_hi;
+  }
+  return x_max_lo > limit_lo || x_max_hi > limit_hi;
+}
 
 template <class Cfg, typename T, int kKind>
 __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) portable_decode_kernel(const DecodeParams p) {
@@ -301,15 +355,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       const int stage = (tile - tile_begin) % kStages;
       cp_async_wait<kInFlight - 1>();  // this tile's group has landed (later ones may not have)
       __syncthreads();  // ... for all threads; all warps are done with the stage reused next
-      if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight, next_page);
-      cp_async_commit();
-      if (tile + kInFlight + 1 < tile_end) next_page = tile_page_id<Cfg>(p, req, tile + kInFlight + 1);
+      auto issue_next_tile = [&] {
+        if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight, next_page);
+        cp_async_commit();
+        if (tile + kInFlight + 1 < tile_end) next_page = tile_page_id<Cfg>(p, req, tile + kInFlight + 1);
+      };
 
       // ---- S = Q K^T and masking ----
       float s[Cfg::kQkKeys / 8][4];
       if constexpr (kQuantized) {
-        qk_gemm_quantized<Cfg, Math, kKind>(sm.q, sm.raw[stage], sm.qk_partials, qk_m, qk_n, lane, s);
+        // The next tile's copies are issued once this tile's first K bytes are requested, so the
+        // loads the first MMAs wait for are ahead of them in the queue.
+        qk_gemm_quantized<Cfg, Math, kKind>(sm.q, sm.raw[stage], sm.qk_partials, qk_m, qk_n, lane, s, issue_next_tile);
       } else {
+        issue_next_tile();
         qk_gemm<Cfg, T>(sm.q, sm.kv[stage], qk_m, qk_n, lane, s);
       }
       const int key0 = tile * Cfg::N + qk_n * Cfg::kQkKeys;
@@ -329,63 +388,63 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         }
       }
 
-      // ---- online softmax: row maxima across key-warps ----
-      float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
-        mx_lo = fmaxf(mx_lo, fmaxf(s[t][0], s[t][1]));
-        mx_hi = fmaxf(mx_hi, fmaxf(s[t][2], s[t][3]));
-      }
-      mx_lo = quad_max(mx_lo);
-      mx_hi = quad_max(mx_hi);
-      if (c == 0) {
-        sm.partial_max[qk_n][row_lo] = mx_lo;
-        sm.partial_max[qk_n][row_hi] = mx_hi;
-      }
-      __syncthreads();
-
-      const float max_lo = tile_row_max<Cfg>(sm, cur, row_lo), max_hi = tile_row_max<Cfg>(sm, cur, row_hi);
-      const float base_lo = softmax_base(max_lo) * score_log2;
-      const float base_hi = softmax_base(max_hi) * score_log2;
-      float sum_lo = 0.f, sum_hi = 0.f;
+      // ---- online softmax ----
+      // Lazy rescaling: after a segment's first tile the weights are taken against the running max
+      // as it stands, without exchanging this tile's maxima, unless a score exceeds it by more than
+      // kLazyRescaleLog2 (then the CTA redoes the tile exactly, below). P stays below 2^8, the row
+      // sums and O need no rescale, and the tile has one CTA barrier fewer.
+      const float ref_lo = sm.row_max[cur][row_lo], ref_hi = sm.row_max[cur][row_hi];
       char* p_base = reinterpret_cast<char*>(sm.p);
+      bool exact = tile == tile_begin;
+      float max_lo = ref_lo, max_hi = ref_hi;
+      if (!exact) {
+        const bool over = store_softmax_weights<Cfg, Math>(
+            s, score_log2, softmax_base(ref_lo) * score_log2, softmax_base(ref_hi) * score_log2,
+            lazy_rescale_limit(ref_lo), lazy_rescale_limit(ref_hi), row_lo, qk_n, c, p_base, sm.partial_sum[row_lo],
+            sm.partial_sum[row_hi]);
+        exact = __syncthreads_or(over);
+      }
+      if (exact) {
+        // Row maxima across key-warps, then the weights against them.
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
-      for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
-        const float e0 = exp2_ftz(fmaf(s[t][0], score_log2, -base_lo));
-        const float e1 = exp2_ftz(fmaf(s[t][1], score_log2, -base_lo));
-        const float e2 = exp2_ftz(fmaf(s[t][2], score_log2, -base_hi));
-        const float e3 = exp2_ftz(fmaf(s[t][3], score_log2, -base_hi));
-        sum_lo += e0 + e1;
-        sum_hi += e2 + e3;
-        const int key = qk_n * Cfg::kQkKeys + t * 8 + 2 * c;  // within the tile
-        const int byte_in_chunk = (key % 8) * 2;
-        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_lo, key / 8) + byte_in_chunk) = pack2<Math>(e0, e1);
-        *reinterpret_cast<uint32_t*>(p_base + p_chunk_offset<Cfg>(row_hi, key / 8) + byte_in_chunk) = pack2<Math>(e2, e3);
+        for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+          mx_lo = fmaxf(mx_lo, fmaxf(s[t][0], s[t][1]));
+          mx_hi = fmaxf(mx_hi, fmaxf(s[t][2], s[t][3]));
+        }
+        mx_lo = quad_max(mx_lo);
+        mx_hi = quad_max(mx_hi);
+        if (c == 0) {
+          sm.partial_max[row_lo][qk_n] = mx_lo;
+          sm.partial_max[row_hi][qk_n] = mx_hi;
+        }
+        __syncthreads();
+        max_lo = tile_row_max<Cfg>(sm, cur, row_lo);
+        max_hi = tile_row_max<Cfg>(sm, cur, row_hi);
+        store_softmax_weights<Cfg, Math>(s, score_log2, softmax_base(max_lo) * score_log2,
+                                         softmax_base(max_hi) * score_log2, INFINITY, INFINITY, row_lo, qk_n, c, p_base,
+                                         sm.partial_sum[row_lo], sm.partial_sum[row_hi]);
+        __syncthreads();
       }
-      sum_lo = quad_sum(sum_lo);
-      sum_hi = quad_sum(sum_hi);
-      if (c == 0) {
-        sm.partial_sum[qk_n][row_lo] = sum_lo;
-        sm.partial_sum[qk_n][row_hi] = sum_hi;
-      }
-      __syncthreads();
 
       // ---- O = O * alpha + P V ----
-      // Once the running maxima settle most tiles leave every row's max unchanged (alpha = 1):
-      // skipping the rescale then saves kPvRows * kPvCols / 32 multiplies per thread and their
-      // dependency in front of the MMAs. The test is warp-uniform.
+      // A tile taken against the running max leaves every alpha at 1. Once the running maxima settle
+      // most exact tiles do too; skipping the rescale then saves kPvRows * kPvCols / 32 multiplies per
+      // thread and their dependency in front of the MMAs. The test is warp-uniform.
       float alpha[Cfg::kPvRows / 16][2];
       bool rescale = false;
+      if (exact) {
 #pragma unroll
-      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+        for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
-          const float m_old = sm.row_max[cur][row];
-          // One m-tile of 16 rows: the PV rows are the QK rows, their maxima already read.
-          const float m_new = Cfg::M == 16 ? (h ? max_hi : max_lo) : tile_row_max<Cfg>(sm, cur, row);
-          alpha[i][h] = (m_new == -INFINITY || m_new == m_old) ? 1.f : exp2f((m_old - m_new) * score_log2);
-          rescale |= alpha[i][h] != 1.f;
+          for (int h = 0; h < 2; ++h) {
+            const int row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
+            const float m_old = sm.row_max[cur][row];
+            // One m-tile of 16 rows: the PV rows are the QK rows, their maxima already read.
+            const float m_new = Cfg::M == 16 ? (h ? max_hi : max_lo) : tile_row_max<Cfg>(sm, cur, row);
+            alpha[i][h] = (m_new == -INFINITY || m_new == m_old) ? 1.f : exp2f((m_old - m_new) * score_log2);
+            rescale |= alpha[i][h] != 1.f;
+          }
         }
       }
       if (__any_sync(0xffffffffu, rescale)) {
@@ -408,11 +467,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       // Running state for the next tile (readers of [cur] above are unaffected).
       if (tid < Cfg::M) {
         const float m_old = sm.row_max[cur][tid];
-        const float m_new = tile_row_max<Cfg>(sm, cur, tid);
-        const float alpha = m_new == -INFINITY ? 1.f : exp2f((m_old - m_new) * score_log2);
+        const float m_new = exact ? tile_row_max<Cfg>(sm, cur, tid) : m_old;
+        const float alpha = m_new == -INFINITY || m_new == m_old ? 1.f : exp2f((m_old - m_new) * score_log2);
+        float sums[Cfg::kQkWarpsN];
+        load_row<Cfg::kQkWarpsN>(sm.partial_sum[tid], sums);
         float l = sm.row_sum[cur][tid] * alpha;
 #pragma unroll
-        for (int w = 0; w < Cfg::kQkWarpsN; ++w) l += sm.partial_sum[w][tid];
+        for (int w = 0; w < Cfg::kQkWarpsN; ++w) l += sums[w];
         sm.row_max[cur ^ 1][tid] = m_new;
         sm.row_sum[cur ^ 1][tid] = l;
       }

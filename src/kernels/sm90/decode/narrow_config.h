@@ -93,7 +93,10 @@ struct alignas(1024) NarrowSharedStorage {
   uint8_t kv[Cfg::kStages][Page::kBytes];                  // pages (NarrowPage)
   uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (narrow_kernel.cuh); at
                                                            // a segment's end the consumers' merge buffer
-  uint8_t p[Cfg::kConsumers][kRows * 128];                 // P^T per consumer: kRows x 64 tokens, SW128
+  // P^T per consumer: kRows x 64 tokens, SW128. Two buffers, alternating per tile: a tile's P^T is
+  // written before the warpgroup's first barrier of the tile (lazy rescaling), so not over the one
+  // the previous tile's PV may still read in another warp.
+  uint8_t p[Cfg::kConsumers][2][kRows * 128];
   float red[Cfg::kConsumers][Cfg::kConsumerWarps][kRows];  // per-warp row max / sum
   float red_hi[Cfg::kConsumers][Cfg::kConsumerWarps];      // ds_mla: per-warp max of hi
   float q_amax[Cfg::kConsumers * Cfg::kConsumerWarps];     // per-warp max |q|

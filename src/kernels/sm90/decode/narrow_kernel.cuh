@@ -86,7 +86,10 @@ struct Descriptors {
   __device__ uint64_t q_step(int ks) const {
     return q + static_cast<uint64_t>(((ks / 4) * NarrowConfig<kRows>::kQBoxBytes + (ks % 4) * 32) >> 4);
   }
-  __device__ uint64_t p_step(int kk) const { return p + static_cast<uint64_t>((kk * 32) >> 4); }
+  // P^T buffer `buf` (NarrowSharedStorage::p), k-step kk.
+  __device__ uint64_t p_step(int buf, int kk) const {
+    return p + static_cast<uint64_t>((buf * kRows * 128 + kk * 32) >> 4);
+  }
 };
 
 // ---- Q -----------------------------------------------------------------------------------------
@@ -290,7 +293,7 @@ __device__ __forceinline__ void pv_load(uint32_t stage_base, const NarrowScaleTa
 
 template <int kKind, int kRows>
 __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleTable& table,
-                                         const Descriptors<kRows>& desc, const Lane& ln, uint64_t* empty,
+                                         const Descriptors<kRows>& desc, int p_buf, const Lane& ln, uint64_t* empty,
                                          float (&o)[8][kRows / 2]) {
 #pragma unroll
   for (int b = 0; b < 8; ++b) fence_operands(o[b]);
@@ -333,7 +336,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
       }
       wgmma_fence();
 #pragma unroll
-      for (int bb = 0; bb < 4; ++bb) wgmma_rows<__half, kRows>(o[half * 4 + bb], a[bb], desc.p_step(kk), true);
+      for (int bb = 0; bb < 4; ++bb) wgmma_rows<__half, kRows>(o[half * 4 + bb], a[bb], desc.p_step(p_buf, kk), true);
       wgmma_commit();
       wgmma_wait<1>();
     }
@@ -365,17 +368,21 @@ struct RowState {
   }
 };
 
-// One tile's softmax step: masks S^T, takes the rows' new max across the warpgroup, turns S^T into
-// P^T in shared memory (ds_mla: times hi_t / h) and returns the rescale factors of O (alpha_o) and l
-// (alpha). hi0 / hi1: the thread's tokens' scale factors (ds_mla; 0 past seqlen). `me`: the consumer.
-// Keys a row may see are those below key_limit (seqlen, or the causal limit of its query token);
-// `min_limit` is the m-tile's smallest, so tiles below it need no mask and the rows' limits are
-// only computed for the last tile or two.
+// One tile's softmax step: masks S^T, turns it into P^T in shared memory (buffer `p_buf`; ds_mla:
+// times hi_t / h) and returns the rescale factors of O (alpha_o) and l (alpha). hi0 / hi1: the
+// thread's tokens' scale factors (ds_mla; 0 past seqlen). `me`: the consumer. Keys a row may see are
+// those below key_limit (seqlen, or the causal limit of its query token); `min_limit` is the m-tile's
+// smallest, so tiles below it need no mask and the rows' limits are only computed for the last tile
+// or two.
+// Lazy rescaling (as in the portable kernel, kLazyRescaleLog2): the weights are first taken against
+// the running max and h as they stand, so no maxima are exchanged, alpha = 1 and the step has one
+// barrier. Only when a weight would exceed 2^kLazyRescaleLog2 or a token's hi exceeds h (then P * hi / h
+// might not fit fp16) is the tile redone exactly, with the rows' new max across the warpgroup.
 template <int kKind, int kRows>
-__device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& sm, int me, float (&s)[kRows / 2],
-                                             const Lane& ln, const DecodeParams& p, int seqlen, int m_tile,
-                                             int first_token, int min_limit, float scale_log2, float hi0, float hi1,
-                                             RowState<kRows>& rs, float (&alpha)[kRows / 4],
+__device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& sm, int me, int p_buf,
+                                             float (&s)[kRows / 2], const Lane& ln, const DecodeParams& p, int seqlen,
+                                             int m_tile, int first_token, int min_limit, float scale_log2, float hi0,
+                                             float hi1, RowState<kRows>& rs, float (&alpha)[kRows / 4],
                                              float (&alpha_o)[kRows / 4]) {
   constexpr int kN = kRows / 4;
   if (first_token + kTileTokens > min_limit) {  // uniform
@@ -386,6 +393,49 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
       s[score_of(i) + 2] = first_token + ln.tok1 >= limit ? -INFINITY : s[score_of(i) + 2];
     }
   }
+  const uint32_t p_base = smem_addr(sm.p[me][p_buf]);
+  // P^T[n][tok] (the PV k order is the tokens' own, pv_token), for rows' bases in log2 units.
+  auto store_weights = [&](const float (&base)[kN], float f0, float f1, float (&sum)[kN]) {
+    float x_max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int n = row_of(i, ln.c);
+      const float x0 = fmaf(s[score_of(i)], scale_log2, -base[i]);
+      const float x1 = fmaf(s[score_of(i) + 2], scale_log2, -base[i]);
+      x_max = fmaxf(x_max, fmaxf(x0, x1) - lazy_rescale_limit(rs.m[i]));
+      const float p0 = exp2_ftz(x0), p1 = exp2_ftz(x1);
+      sum[i] = p0 + p1;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int k = h ? ln.tok1 : ln.tok0;
+        const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
+        sts16(p_base + sw128_offset(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
+      }
+    }
+    fence_proxy_async();  // P^T is read by wgmma
+    return x_max > 0.f;
+  };
+  float base[kN], sum[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) base[i] = softmax_base(rs.m[i]) * scale_log2;
+  bool over;
+  if constexpr (kKind == kKvDsMla) {
+    // hi_t <= h keeps P * hi_t / h <= P (h and hi are powers of two: the factor is exact).
+    const float inv_h = rs.h > 0.f ? 1.f / rs.h : 0.f;
+    over = store_weights(base, hi0 * inv_h, hi1 * inv_h, sum) || fmaxf(hi0, hi1) > rs.h;
+  } else {
+    over = store_weights(base, 1.f, 1.f, sum);
+  }
+  if (!named_barrier_sync_or(kBarWarpgroup0 + me, 128, over)) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      alpha[i] = alpha_o[i] = 1.f;
+      rs.l[i] += sum[i];
+    }
+    return;
+  }
+
+  // Exact: the rows' new max (and h) across the warpgroup, then the weights against them.
   float mx[kN];
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
@@ -414,7 +464,6 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     f0 = hi0 / h_new;
     f1 = hi1 / h_new;
   }
-  const uint32_t p_base = smem_addr(sm.p[me]);
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     const int n = row_of(i, ln.c);
@@ -422,20 +471,12 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     m_new = fmaxf(m_new, rs.m[i]);
     alpha[i] = m_new == -INFINITY ? 1.f : exp2f((rs.m[i] - m_new) * scale_log2);
     alpha_o[i] = alpha[i] * h_ratio;
-    const float base = softmax_base(m_new) * scale_log2;
-    const float p0 = exp2_ftz(fmaf(s[score_of(i)], scale_log2, -base));
-    const float p1 = exp2_ftz(fmaf(s[score_of(i) + 2], scale_log2, -base));
-    rs.l[i] = rs.l[i] * alpha[i] + p0 + p1;
+    base[i] = softmax_base(m_new) * scale_log2;
     rs.m[i] = m_new;
-    // P^T[n][tok] (the PV k order is the tokens' own, pv_token).
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int k = h ? ln.tok1 : ln.tok0;
-      const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
-      sts16(p_base + sw128_offset(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
-    }
   }
-  fence_proxy_async();  // P^T is read by wgmma
+  store_weights(base, f0, f1, sum);
+#pragma unroll
+  for (int i = 0; i < kN; ++i) rs.l[i] = rs.l[i] * alpha[i] + sum[i];
   named_barrier_sync(kBarWarpgroup0 + me, 128);
 }
 
@@ -635,7 +676,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
   const int tw = t % 128;                                       // thread inside the warpgroup
   Descriptors<kRows> desc;
   desc.q = sw128_desc(smem_addr(sm.q), 16, 1024);
-  desc.p = sw128_desc(smem_addr(sm.p[me]), 16, 1024);
+  desc.p = sw128_desc(smem_addr(sm.p[me][0]), 16, 1024);
   uint32_t it = 0;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
@@ -697,10 +738,11 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
 #pragma unroll
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
       float alpha[kN], alpha_o[kN];
-      softmax_step<kKind>(sm, me, s, ln, p, seg.seqlen, m_tile, first_token, min_limit, scale_log2, hi0, hi1, rs,
-                          alpha, alpha_o);
+      const int p_buf = (it / Cfg::kConsumers) % 2;  // this consumer's tiles alternate the P^T buffers
+      softmax_step<kKind>(sm, me, p_buf, s, ln, p, seg.seqlen, m_tile, first_token, min_limit, scale_log2, hi0, hi1,
+                          rs, alpha, alpha_o);
       rescale<kRows>(o, alpha_o);
-      issue_pv<kKind>(stage_base, table, desc, ln, &sm.empty[stage], o);
+      issue_pv<kKind>(stage_base, table, desc, p_buf, ln, &sm.empty[stage], o);
     }
     wgmma_wait<0>();
 #pragma unroll
