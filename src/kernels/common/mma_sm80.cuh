@@ -25,15 +25,21 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // exp2(-inf - base) = 0 instead of NaN.
 __device__ __forceinline__ float softmax_base(float m) { return m == -INFINITY ? 0.f : m; }
 
-// Lazy rescaling (the portable kernel and the sm90 narrow kernel): a tile's weights are taken against
-// the running max as it stands unless one would exceed 2^kLazyRescaleLog2, and only then is the tile
-// redone with the rows' new max. P is stored as fp16 or bf16 and summed in fp32: 2^8 leaves both far
-// from overflow.
+// Lazy rescaling: a tile's weights are taken against the running max as it stands unless one would
+// exceed 2^kLazyRescaleLog2 (the portable and sm90 narrow kernels then redo the tile with the rows' new
+// max; the sm90 wide kernel, whose rows need no exchange, moves the max: lazy_running_max). P is stored
+// as fp16 or bf16 and summed in fp32: 2^8 leaves both far from overflow.
 inline constexpr float kLazyRescaleLog2 = 8.f;
 
 // The largest weight exponent (log2 units) a row may take against its running max m without a redo:
 // none while the row has no unmasked key yet (m = -inf), since its base is then a placeholder.
 __device__ __forceinline__ float lazy_rescale_limit(float m) { return m == -INFINITY ? -INFINITY : kLazyRescaleLog2; }
+
+// A row's running max after a tile whose own max (taken together with m_prev) is m: m_prev while the
+// tile's weights against it stay within the limit, else m.
+__device__ __forceinline__ float lazy_running_max(float m_prev, float m, float scale_log2) {
+  return m_prev != -INFINITY && (m - m_prev) * scale_log2 <= kLazyRescaleLog2 ? m_prev : m;
+}
 
 // 16-byte global -> shared copy; bytes beyond src_bytes (0 or 16) are zero-filled, so a masked
 // token costs no global read and lands as zeros.

@@ -199,6 +199,11 @@ struct RowState {
 
 // One tile's softmax step on S (owner only): masks, new max, P = exp2(S - max) as the wgmma A
 // fragments of P V, the rescale factors alpha of the old state, and the rows' sums of P.
+// The max moves lazily: a row keeps its running max unless the tile's exceeds it by more than
+// 2^kLazyRescaleLog2 in weight (P then stays below 2^8, far from overflow in bf16 / fp16 and fp32),
+// so alpha stays 1 and both consumers skip rescaling O and P (rescale_rows, scale_p_rows) on most
+// tiles: 1.036-1.054x on the seesaw's long rows, 1.015-1.019x for FP8 caches
+// (bench/results/2026-12-01-h200-portable-lazy-rescale.md, run 6).
 struct SoftmaxStep {
   float m0, m1, alpha0, alpha1, sum0, sum1;
   uint32_t pa[4][4];
@@ -231,6 +236,8 @@ __device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], cons
   }
   r.m0 = quad_max(mx0);
   r.m1 = quad_max(mx1);
+  r.m0 = lazy_running_max(m_prev0, r.m0, scale_log2);
+  r.m1 = lazy_running_max(m_prev1, r.m1, scale_log2);
   r.alpha0 = r.m0 == -INFINITY ? 1.f : exp2f((m_prev0 - r.m0) * scale_log2);
   r.alpha1 = r.m1 == -INFINITY ? 1.f : exp2f((m_prev1 - r.m1) * scale_log2);
   const float base0 = softmax_base(r.m0) * scale_log2, base1 = softmax_base(r.m1) * scale_log2;
