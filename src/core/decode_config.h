@@ -78,8 +78,9 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
 // kAutoPortableMinBatch requests. There its 16-row tile reads the cache at 4.35 TB/s against the wide
 // kernel's 4.1: 1.00x at s_k = 1K, 1.03x at 4K, 1.05-1.06x at 16K-32K, 0.986x with lengths around 4K
 // (bench/results/2026-12-01-h200-portable-lazy-rescale.md). At b = 64 and 16 it loses at 1K-4K, and
-// the lengths are not known when planning, so the batch decides. A schedule forced through
-// DecodeOptions (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.
+// the lengths are not known when planning, so the batch decides. With 17-32 rows it reads the cache
+// once per 16-row m-tile and runs at 0.56-0.6x (run 8). A schedule forced through DecodeOptions
+// (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.
 inline constexpr int kAutoPortableMinBatch = 128;
 bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept;
 
