@@ -394,7 +394,9 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
     }
   }
   const uint32_t p_base = smem_addr(sm.p[me][p_buf]);
-  // P^T[n][tok] (the PV k order is the tokens' own, pv_token), for rows' bases in log2 units.
+  // P^T[n][tok] (the PV k order is the tokens' own, pv_token), for rows' bases in log2 units. Returns
+  // whether a weight's exponent passes its row's lazy limit: x - limit > 0 (NaN, which fmaxf drops, for
+  // a masked score of a row with no key yet, whose limit is -inf).
   auto store_weights = [&](const float (&base)[kN], float f0, float f1, float (&sum)[kN]) {
     float x_max = -INFINITY;
 #pragma unroll
