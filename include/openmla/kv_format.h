@@ -28,6 +28,9 @@ constexpr int kv_bytes_per_token(KVFormat f) noexcept {
   return f == KVFormat::kFP8E4M3 ? 576 : f == KVFormat::kFP8DsMla ? 656 : 1152;
 }
 
+// bf16 / fp16 caches (read in the query's type); the others are FP8 layouts.
+constexpr bool kv_format_is_16bit(KVFormat f) noexcept { return f == KVFormat::kBF16 || f == KVFormat::kFP16; }
+
 // ds_mla token: byte offsets inside one 656-byte token.
 inline constexpr int kDsMlaLatentOffset = 0;    // 512 x e4m3
 inline constexpr int kDsMlaScalesOffset = 512;  // 4 x float32 (tile scale: value = e4m3 * scale)

@@ -92,8 +92,7 @@ const char* backend_name(Backend b) noexcept {
 DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, int device) : shape_(shape) {
   detail::validate_decode_shape(shape);
   // A 16-bit cache is read in the query's type; FP8 caches are dequantized to it.
-  const bool cache_is_16bit = shape.kv_format == KVFormat::kBF16 || shape.kv_format == KVFormat::kFP16;
-  if (cache_is_16bit && (shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
+  if (kv_format_is_16bit(shape.kv_format) && (shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
     detail::fail_arg("shape.q_dtype", std::string("the KV cache's type (") + kv_format_name(shape.kv_format) + ")",
                      dtype_name(shape.q_dtype));
   }

@@ -90,8 +90,7 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 }
 
 bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept {
-  const bool cache_is_16bit = shape.kv_format == KVFormat::kBF16 || shape.kv_format == KVFormat::kFP16;
-  return cache_is_16bit && shape.q_len * shape.num_heads <= 16 && shape.batch_size >= kAutoPortableMinBatch &&
+  return kv_format_is_16bit(shape.kv_format) && shape.q_len * shape.num_heads <= 16 && shape.batch_size >= kAutoPortableMinBatch &&
          options.sm90_rows_per_cta == 0 && options.fp8_math == Fp8Math::kOff;
 }
 
@@ -103,8 +102,7 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   }
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
-  const bool sixteen_bit = format == KVFormat::kBF16 || format == KVFormat::kFP16;
-  const Sm90Schedule wide = sixteen_bit && rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
+  const Sm90Schedule wide = kv_format_is_16bit(format) && rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
   switch (requested_rows) {
     case 0:
       if (narrow_format && rows <= 16) return kSm90Narrow16;

@@ -277,8 +277,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     const DecodePlan plan(shape, decode_options, options_.device);
     r.backend = backend_name(plan.backend());
     if (plan.fp8_math() != Fp8Math::kOff) r.backend += std::string("+fp8math");
-    const bool fp8_cache = format == KVFormat::kFP8E4M3 || format == KVFormat::kFP8DsMla;
-    if (fp8_cache && shape.q_dtype == DType::kFloat16) r.backend += "+fp16q";
+    if (!kv_format_is_16bit(format) && shape.q_dtype == DType::kFloat16) r.backend += "+fp16q";
     if (options_.sm90_rows_per_cta != 0 && plan.backend() == Backend::kSm90)
       r.backend += "/rows" + std::to_string(options_.sm90_rows_per_cta);  // a forced schedule
 

@@ -36,7 +36,8 @@ inline constexpr float kLazyRescaleLog2 = 8.f;
 __device__ __forceinline__ float lazy_rescale_limit(float m) { return m == -INFINITY ? -INFINITY : kLazyRescaleLog2; }
 
 // A row's running max after a tile whose own max (taken together with m_prev) is m: m_prev while the
-// tile's weights against it stay within the limit, else m.
+// tile's weights against it stay within the limit, else m. (Written out: the same test through
+// lazy_rescale_limit compiled the seesaw with 32 B of spills instead of 24.)
 __device__ __forceinline__ float lazy_running_max(float m_prev, float m, float scale_log2) {
   return m_prev != -INFINITY && (m - m_prev) * scale_log2 <= kLazyRescaleLog2 ? m_prev : m;
 }
