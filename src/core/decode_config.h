@@ -73,17 +73,6 @@ inline constexpr int kSm90Narrow32MinBatch = 64;
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 
-// The automatic backend on compute capability 9.0 is the sm90 kernels, except where the portable kernel
-// measured faster on the H200: 16-bit caches with <= 16 query rows (TP8 decode, memory-bound) from
-// kAutoPortableMinBatch requests. There its 16-row tile reads the cache at 4.35 TB/s against the wide
-// kernel's 4.1: 1.00x at s_k = 1K, 1.03x at 4K, 1.05-1.06x at 16K-32K, 0.97-0.99x with lengths around
-// 4K (bench/results/2026-12-01-h200-portable-lazy-rescale.md, runs 4 and 7). At b = 64 and 16 it loses at 1K-4K, and
-// the lengths are not known when planning, so the batch decides. With 17-32 rows it reads the cache
-// once per 16-row m-tile and runs at 0.56-0.6x (run 8). A schedule forced through DecodeOptions
-// (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.
-inline constexpr int kAutoPortableMinBatch = 128;
-bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept;
-
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
 

@@ -95,6 +95,12 @@ struct alignas(1024) WideSharedStorage {
 // s_k 16K-32K 1.008-1.018x, 1K 0.99-1.00x. At 64 rows it measured 0.96-1.02x, so the limit stays at 16
 // (bench/results/2026-12-01-h200-session17-experiments.md).
 inline constexpr int kRopeEarlyMaxRows = 16;
+// Up to this many query rows (the alternating schedule's measured range) the 16-bit KV map asks for no L2
+// promotion (launch.cu, encode_kv_maps). With the 256-B promotion each 72-KB page cost ~20% more L2 sector
+// requests than it brings (Nsight Compute, b=128, h_q=16); without it: 16 rows 1.024-1.075x, 32 rows 1.012x,
+// 64 rows 1.00-1.01x; the seesaw (>= 128 rows) and the FP8 maps measured 0.98-0.99x and keep it
+// (bench/results/2026-12-01-h200-portable-lazy-rescale.md run 13, bench/results/2026-12-01-h200-kv-l2-promotion.md).
+inline constexpr int kKvNoPromotionMaxRows = 64;
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack
 static_assert(kWideSmemBytes <= 232448, "wide kernel exceeds the sm_90 shared-memory limit per CTA");

@@ -36,7 +36,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 // One 3-D tensor map over the cache (token bytes, token in page, page): `row_elems` elements of
 // `type` per token row, boxes of (box_elems, 64 tokens, 1 page).
 cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem_bytes, int row_elems, int box_elems,
-                       CUtensorMapSwizzle swizzle, CUtensorMap* map) {
+                       CUtensorMapSwizzle swizzle, CUtensorMap* map,
+                       CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const uint64_t token_bytes = static_cast<uint64_t>(row_elems) * elem_bytes;
@@ -49,8 +50,7 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_elems), static_cast<cuuint32_t>(kPageTokens), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, type, 3, const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -90,7 +90,9 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
     case KVFormat::kBF16:
     case KVFormat::kFP16:
       return encode_map(p, format == KVFormat::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                        2, kHeadDimQK, WideConfig::kBoxDims, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+                        2, kHeadDimQK, WideConfig::kBoxDims, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv,
+                        p.rows <= kKvNoPromotionMaxRows ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                                                        : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     case KVFormat::kFP8E4M3:
       return encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
     case KVFormat::kFP8DsMla: {
