@@ -98,7 +98,7 @@ inline constexpr int kRopeEarlyMaxRows = 16;
 // Up to this many query rows (the alternating schedule's measured range) the 16-bit KV map asks for no L2
 // promotion (launch.cu, encode_kv_maps). With the 256-B promotion each 72-KB page cost ~20% more L2 sector
 // requests than it brings (Nsight Compute, b=128, h_q=16); without it: 16 rows 1.024-1.075x, 32 rows 1.012x,
-// 64 rows 1.00-1.01x; the seesaw (>= 128 rows) and the FP8 maps measured 0.98-0.99x and keep it
+// 64 rows 1.00-1.01x; the seesaw (>= 128 rows, 0.99x) and the FP8 maps (0.96-1.00x) keep it
 // (bench/results/2026-12-01-h200-portable-lazy-rescale.md run 13, bench/results/2026-12-01-h200-kv-l2-promotion.md).
 inline constexpr int kKvNoPromotionMaxRows = 64;
 
