@@ -38,6 +38,7 @@ constexpr int kMinCtasPerSm = 3;    // caps registers at 80 (no spills); 96 KB o
 constexpr int kTargetCtas = 384;    // about kMinCtasPerSm CTAs on each of 132 SMs
 constexpr int kMinTile = 8;         // float4 columns: 128 bytes, one cache line per split and row
 constexpr int kMaxTile = 1024;      // 8 rows: one warp per row, 16 columns per lane
+constexpr int kFewGroups = 16;      // launch_combine: up to this many groups the tile grows to one wave
 
 template <int kF>
 struct TileShape {
@@ -271,14 +272,22 @@ cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programma
   const int64_t slots = std::max(1, detail::max_partials(p.batch, p.num_parts));
   const int64_t table_splits = (static_cast<int64_t>(p.max_pages) + kRequestOverheadUnits) / kSm90MinUnitsPerPart + 2;
   const int64_t splits_hint = std::max<int64_t>(1, std::min(table_splits, (slots + num_groups - 1) / num_groups));
-  // Tile width (float4): the widest that still gives about kTargetCtas CTAs, and narrow enough that
-  // the lanes (kThreads / width) cover splits_hint splits with one batch of loads each.
-  const int64_t by_ctas = static_cast<int64_t>(num_groups) * p.rows * 128 / kTargetCtas;
+  // Tile width (float4): the widest whose lanes (kThreads / width, kUnroll splits each) cover splits_hint
+  // splits with one batch of loads. Fewer lanes shorten the lanes' merge, and fewer CTAs start. With few
+  // groups (small batches) the tile grows further while the grid is larger than one wave of kTargetCtas,
+  // accepting more batches of loads; with many groups the partials are many bytes and more CTAs in flight
+  // pay. (The tile used to be narrowed to about kTargetCtas CTAs: at b = 1, 32 lanes of one split each.
+  // Same-run A/B on the H200, bench/results/2026-12-01-h200-kv-l2-promotion.md runs 9-11: b = 1 and 16
+  // 1.02-1.10x, e.g. b=1, h_q=16, 4K 12.3 -> 11.5 us, h_q=128, 32K 32.3 -> 30.5; growing past one wave
+  // at b = 64-128 measured 0.99-1.00x, hence kFewGroups.)
   const int64_t by_splits = static_cast<int64_t>(kThreads) * kLoadsPerThread / splits_hint;
-  const int64_t want = std::min<int64_t>(std::max<int64_t>(std::min(by_ctas, by_splits), kMinTile), kMaxTile);
+  const int64_t max_tile = std::min<int64_t>(kMaxTile, static_cast<int64_t>(p.rows) * 128);  // no rows beyond the request's
+  auto ctas = [&](int64_t tile) { return num_groups * ((static_cast<int64_t>(p.rows) * 128 + tile - 1) / tile); };
   int tile_f4 = kMinTile;
-  while (tile_f4 * 2 <= want) tile_f4 *= 2;
-  while (tile_f4 > 128 && tile_f4 / 128 > p.rows) tile_f4 /= 2;  // no tile rows beyond the request's rows
+  while (tile_f4 * 2 <= std::min(by_splits, max_tile)) tile_f4 *= 2;
+  if (num_groups <= kFewGroups) {
+    while (ctas(tile_f4) > kTargetCtas && tile_f4 * 2 <= max_tile) tile_f4 *= 2;
+  }
   return q_is_bf16 ? launch_typed<__nv_bfloat16>(p, tile_f4, num_groups, programmatic, stream)
                    : launch_typed<__half>(p, tile_f4, num_groups, programmatic, stream);
 }
