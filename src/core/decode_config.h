@@ -81,6 +81,24 @@ int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
 // and sum k <= b + parts - 1.
 int max_partials(int batch_size, int num_parts) noexcept;
 
+// The combine kernel's groups (kernels/common/combine.cu): the requests that can be split. At most
+// min(batch, num_parts - 1) requests are split (each owns >= 1 of the num_parts - 1 part boundaries).
+int combine_groups(int batch_size, int num_parts) noexcept;
+
+// The combine kernel's column tile, in float4 columns per CTA row (a power of two in [8, 1024]; from 128 on,
+// tile / 128 whole rows, never more rows than `rows`). The host knows only the batch, rows, num_parts and the
+// block table's width (max_pages), so it works from the splits a group can have: the slot bound over the
+// groups, and what the table's width can span (a part takes at least kSm90MinUnitsPerPart units, plus a part
+// boundary at each end). The tile is the widest whose lanes (256 / tile split lanes, 8 loads each) take those
+// splits in one batch of loads: fewer lanes shorten the lanes' merge, and fewer CTAs start. With few groups
+// (small batches) it grows further while the grid is larger than one wave of 384 CTAs, accepting more batches.
+// (It used to be narrowed to about 384 CTAs: at b = 1, 32 lanes of one split each. Same-run A/Bs on the H200,
+// bench/results/2026-12-01-h200-kv-l2-promotion.md runs 9-11: b = 1 and 16 1.02-1.10x, e.g. b=1, h_q=16,
+// 4K 12.3 -> 11.5 us, h_q=128, 32K 32.1 -> 30.3; growing past one wave at b = 64-128 measured 0.99-1.00x,
+// hence the group limit. Bounding the splits by the table's width: b=1, h_q=128, 4K 1.1x, bench/results/
+// 2026-12-01-h200-dsmla-expansion.md run 17.)
+int choose_combine_tile(int batch_size, int rows, int num_parts, int max_pages) noexcept;
+
 // Workspace carving. The same code computes the size (base == nullptr) and the pointers.
 struct DecodeWorkspace {
   unsigned* error_word = nullptr;   // 1 word, at offset 0 (see DecodePlan::device_error_word)

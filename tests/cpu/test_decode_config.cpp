@@ -18,6 +18,40 @@ constexpr size_t kH100Smem = 232448;  // sharedMemPerBlockOptin of sm_90
 constexpr size_t kA100Smem = 166912;  // sm_80
 constexpr size_t kAdaSmem = 101376;   // sm_86 / sm_89
 
+// The combine's tile: the widest whose 8-load lanes take the expected splits in one batch; with <= 16
+// groups, wider until one wave of 384 CTAs (the choices the H200 A/Bs measured best,
+// bench/results/2026-12-01-h200-kv-l2-promotion.md runs 9-11).
+TEST(DecodeConfig, CombineTileCoversTheSplitsInOneBatch) {
+  // b = 1, h_q = 16, s_k = 4K: 132 parts, a 64-page table spans <= 34 splits: 8 lanes x 8 loads.
+  EXPECT_EQ(choose_combine_tile(1, 16, 132, 64), 32);
+  // ... 16K: ~130 splits need 32 lanes.
+  EXPECT_EQ(choose_combine_tile(1, 16, 132, 256), 8);
+  // b = 1, h_q = 64, 4K: 32 (256 CTAs, one wave).
+  EXPECT_EQ(choose_combine_tile(1, 64, 132, 64), 32);
+  // b = 1, h_q = 128, 32K: 66 splits fit 16 (1024 CTAs); grown to 64 (256 CTAs, three batches).
+  EXPECT_EQ(choose_combine_tile(1, 128, 66, 512), 64);
+  // b = 16, h_q = 16, 4K: about 10 splits per request: 128 (whole rows, 256 CTAs).
+  EXPECT_EQ(choose_combine_tile(16, 16, 132, 64), 128);
+  // Many groups keep one batch, whatever the grid: b = 128, h_q = 16 (3 splits: 512, 512 CTAs) and
+  // b = 64, s_q = 2, h_q = 64 (128 rows, 2048 CTAs).
+  EXPECT_EQ(choose_combine_tile(128, 16, 132, 256), 512);
+  EXPECT_EQ(choose_combine_tile(64, 128, 66, 64), 512);
+  // Never more rows than the request has, never outside [8, 1024], a power of two.
+  for (int rows : {1, 2, 8, 16, 24, 64, 128, 256, 2048})
+    for (int b : {1, 2, 16, 64, 128, 1024})
+      for (int parts : {2, 33, 66, 132, 264})
+        for (int pages : {1, 16, 64, 2048}) {
+          const int t = choose_combine_tile(b, rows, parts, pages);
+          EXPECT_GE(t, 8);
+          EXPECT_LE(t, 1024);
+          EXPECT_EQ(t & (t - 1), 0);
+          if (t > 128) EXPECT_LE(t / 128, rows) << "b " << b << " rows " << rows;
+        }
+  EXPECT_EQ(combine_groups(1, 132), 1);
+  EXPECT_EQ(combine_groups(128, 132), 128);
+  EXPECT_EQ(combine_groups(128, 33), 32);
+}
+
 TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
   EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
   EXPECT_EQ(choose_portable_tile(32, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);

@@ -11,10 +11,9 @@
 // finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
 // in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
 //
-// Grid: x = tiles of one request, y = request groups. The host knows only batch, rows and
-// num_parts, so the tile width comes from upper bounds: at most min(batch, num_parts - 1) requests
-// are split (each owns >= 1 of the num_parts - 1 part boundaries) and they share at most
-// max_partials slots. With batch <= num_parts - 1, group g is request g; otherwise group g is the
+// Grid: x = tiles of one request, y = request groups (detail::combine_groups); the tile width is
+// detail::choose_combine_tile (core/decode_config.h), from upper bounds on the splits, since the host
+// does not know the lengths. With batch <= num_parts - 1, group g is request g; otherwise group g is the
 // part g + 1, which maps to the split request whose second part it is (that part begins in the
 // request, at a block > 0), so a large batch launches num_parts - 1 groups instead of batch. Groups
 // without a split request exit after one or two small loads.
@@ -25,6 +24,7 @@
 #include <cstdint>
 
 #include "core/decode_config.h"
+#include "kernels/common/combine_config.h"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/segment.cuh"
@@ -32,17 +32,13 @@
 namespace openmla::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kLoadsPerThread = 8;  // float4 loads in flight per thread (32 KB per CTA)
-constexpr int kMinCtasPerSm = 3;    // caps registers at 80 (no spills); 96 KB of loads in flight per SM
-constexpr int kTargetCtas = 384;    // about kMinCtasPerSm CTAs on each of 132 SMs
-constexpr int kMinTile = 8;         // float4 columns: 128 bytes, one cache line per split and row
-constexpr int kMaxTile = 1024;      // 8 rows: one warp per row, 16 columns per lane
-constexpr int kFewGroups = 16;      // launch_combine: up to this many groups the tile grows to one wave
+constexpr int kThreads = kCombineThreads;
+constexpr int kLoadsPerThread = kCombineLoadsPerThread;
+constexpr int kMinCtasPerSm = kCombineMinCtasPerSm;
 
 template <int kF>
 struct TileShape {
-  static_assert(kF >= 8 && kF <= 1024 && (kF & (kF - 1)) == 0, "tile: power of two in [8, 1024] float4");
+  static_assert(kF >= kCombineMinTile && kF <= kCombineMaxTile && (kF & (kF - 1)) == 0, "tile: power of two in [8, 1024] float4");
   static constexpr int kRows = kF >= 128 ? kF / 128 : 1;         // rows per tile
   static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // float4 columns per tile row
   static constexpr int kChunks = 128 / kCols4;                   // tiles along one row
@@ -262,32 +258,8 @@ cudaError_t launch_typed(const DecodeParams& p, int tile_f4, int num_groups, boo
 
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
   if (p.batch <= 0 || p.rows <= 0 || p.num_parts <= 1) return cudaSuccess;  // nothing can be split
-  // Groups: requests that can be split (see the header). Expected splits per split request: the
-  // slot bound over the groups (b = 1: num_parts; large b: about 2), and at most what the block
-  // table's width can span: a part takes at least kSm90MinUnitsPerPart units (the smaller backend
-  // floor, schedule.h), plus a part boundary at each end. (b = 1, h_q = 128, s_k = 4K: 66 parts, 33
-  // splits; sized for 66 the tile was half as wide and the call 1.1x slower, bench/results/
-  // 2026-12-01-h200-dsmla-expansion.md.)
-  const int num_groups = std::min(p.batch, p.num_parts - 1);
-  const int64_t slots = std::max(1, detail::max_partials(p.batch, p.num_parts));
-  const int64_t table_splits = (static_cast<int64_t>(p.max_pages) + kRequestOverheadUnits) / kSm90MinUnitsPerPart + 2;
-  const int64_t splits_hint = std::max<int64_t>(1, std::min(table_splits, (slots + num_groups - 1) / num_groups));
-  // Tile width (float4): the widest whose lanes (kThreads / width, kUnroll splits each) cover splits_hint
-  // splits with one batch of loads. Fewer lanes shorten the lanes' merge, and fewer CTAs start. With few
-  // groups (small batches) the tile grows further while the grid is larger than one wave of kTargetCtas,
-  // accepting more batches of loads; with many groups the partials are many bytes and more CTAs in flight
-  // pay. (The tile used to be narrowed to about kTargetCtas CTAs: at b = 1, 32 lanes of one split each.
-  // Same-run A/B on the H200, bench/results/2026-12-01-h200-kv-l2-promotion.md runs 9-11: b = 1 and 16
-  // 1.02-1.10x, e.g. b=1, h_q=16, 4K 12.3 -> 11.5 us, h_q=128, 32K 32.3 -> 30.5; growing past one wave
-  // at b = 64-128 measured 0.99-1.00x, hence kFewGroups.)
-  const int64_t by_splits = static_cast<int64_t>(kThreads) * kLoadsPerThread / splits_hint;
-  const int64_t max_tile = std::min<int64_t>(kMaxTile, static_cast<int64_t>(p.rows) * 128);  // no rows beyond the request's
-  auto ctas = [&](int64_t tile) { return num_groups * ((static_cast<int64_t>(p.rows) * 128 + tile - 1) / tile); };
-  int tile_f4 = kMinTile;
-  while (tile_f4 * 2 <= std::min(by_splits, max_tile)) tile_f4 *= 2;
-  if (num_groups <= kFewGroups) {
-    while (ctas(tile_f4) > kTargetCtas && tile_f4 * 2 <= max_tile) tile_f4 *= 2;
-  }
+  const int num_groups = detail::combine_groups(p.batch, p.num_parts);
+  const int tile_f4 = detail::choose_combine_tile(p.batch, p.rows, p.num_parts, p.max_pages);
   return q_is_bf16 ? launch_typed<__nv_bfloat16>(p, tile_f4, num_groups, programmatic, stream)
                    : launch_typed<__half>(p, tile_f4, num_groups, programmatic, stream);
 }
