@@ -981,8 +981,7 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
 TEST(Decode, BackendResolution) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  OPENMLA_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = current_device_properties();
   const bool hopper = prop.major == 9 && prop.minor == 0;
   // The suite may run under OPENMLA_BACKEND (gpu_check.sh forces each backend); kAuto reads it.
   const char* env = std::getenv("OPENMLA_BACKEND");

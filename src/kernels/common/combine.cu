@@ -6,7 +6,7 @@
 // Work decomposition. A CTA owns a tile of kF float4 columns of one request's output (kF < 128: a
 // column chunk of one row; kF >= 128: kF / 128 whole rows) and spreads the request's splits over
 // its threads: kLanes = 256 / kF split lanes (one when kF >= 256), lane s taking splits s, s +
-// kLanes, ... Each thread keeps kLoadsPerThread float4 loads in flight (kUnroll splits of kVec
+// kLanes, ... Each thread keeps kCombineLoadsPerThread float4 loads in flight (kUnroll splits of kVec
 // float4) and merges them with an online (running-max) LSE update, so no pass over the LSEs has to
 // finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
 // in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
@@ -32,22 +32,18 @@
 namespace openmla::kernels {
 namespace {
 
-constexpr int kThreads = kCombineThreads;
-constexpr int kLoadsPerThread = kCombineLoadsPerThread;
-constexpr int kMinCtasPerSm = kCombineMinCtasPerSm;
-
 template <int kF>
 struct TileShape {
   static_assert(kF >= kCombineMinTile && kF <= kCombineMaxTile && (kF & (kF - 1)) == 0, "tile: power of two in [8, 1024] float4");
   static constexpr int kRows = kF >= 128 ? kF / 128 : 1;         // rows per tile
   static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // float4 columns per tile row
   static constexpr int kChunks = 128 / kCols4;                   // tiles along one row
-  static constexpr int kLanes = kF <= kThreads ? kThreads / kF : 1;  // split lanes
-  static constexpr int kThreadsPerRow = kThreads / (kLanes * kRows);  // threads of one (lane, row)
+  static constexpr int kLanes = kF <= kCombineThreads ? kCombineThreads / kF : 1;  // split lanes
+  static constexpr int kThreadsPerRow = kCombineThreads / (kLanes * kRows);  // threads of one (lane, row)
   static constexpr int kVec = kCols4 / kThreadsPerRow;           // float4 per thread and split
-  static constexpr int kUnroll = kLoadsPerThread / kVec;         // splits per batch of loads
+  static constexpr int kUnroll = kCombineLoadsPerThread / kVec;         // splits per batch of loads
   static_assert(kLanes == 1 || kRows == 1, "several lanes only within one row");
-  static_assert(kVec >= 1 && kUnroll >= 1 && kLanes * kRows * kThreadsPerRow == kThreads, "tile shape");
+  static_assert(kVec >= 1 && kUnroll >= 1 && kLanes * kRows * kThreadsPerRow == kCombineThreads, "tile shape");
 };
 
 __device__ __forceinline__ void fma4(float4& acc, float w, const float4& v) {
@@ -216,7 +212,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
 template <typename T, int kF>
-__global__ void __launch_bounds__(kThreads, kMinCtasPerSm) combine_kernel(DecodeParams p, int num_groups) {
+__global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm) combine_kernel(DecodeParams p, int num_groups) {
   const bool by_part = num_groups < p.batch;
   bool waited = false;
   for (int g = blockIdx.y; g < num_groups; g += gridDim.y) {  // one pass unless groups > 65535
@@ -237,7 +233,7 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  return launch_kernel(combine_kernel<T, kF>, grid, kThreads, 0, stream, programmatic, p, num_groups);
+  return launch_kernel(combine_kernel<T, kF>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
 }
 
 template <typename T>
