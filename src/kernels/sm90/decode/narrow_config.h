@@ -34,7 +34,7 @@ struct NarrowConfig {
   static constexpr int kStages = 2 * kConsumers;
   static constexpr int kConsumerWarps = 4;         // per warpgroup
   static constexpr int kConsumerThreads = kConsumers * 128;
-  // + the producer: one warp, or with two consumers a whole warpgroup (one warp works), so that
+  // + the producer: one warp, or with two consumers a whole warpgroup (two warps work), so that
   // setmaxnreg can move its registers to the consumers: 40 + 2 x 232 <= 3 x 168 (launch_impl checks).
   static constexpr int kProducerThreads = kConsumers == 1 ? 32 : 128;
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;

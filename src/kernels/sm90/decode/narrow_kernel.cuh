@@ -2,11 +2,12 @@
 // rows per CTA (or 32, opt-in: two consumer warpgroups on alternate tiles, merged once per segment).
 //
 // CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
-//   producer  (the warp after the consumers): per KV tile, lane 0 reads and range-checks the page
-//             id, waits for the stage to be free and copies the page (TMA, one barrier per stage;
-//             NarrowPage). A bad id is never a coordinate: the barrier completes without data and
-//             the consumers poison the segment. Once a page landed the warp zeroes its rows past
-//             seqlen and (ds_mla) factors its scales (finish_page), then releases it (`ready`).
+//   producer  (the warp after the consumers; 32 rows: two warps of a warpgroup, one copying, one
+//             finishing): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
+//             to be free and copies the page (TMA, one barrier per stage; NarrowPage). A bad id is
+//             never a coordinate: the barrier completes without data and the consumers poison the
+//             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
+//             its scales (finish_page), then releases it (`ready`).
 //   consumers (warps 0-3, one warpgroup; 32 rows: two), per tile:
 //     S^T[64 tokens x kRows] = K Q^T: 36 wgmma m64nNk16 (N = kRows), K from registers (each
 //       thread converts its two tokens' 16-byte chunks, e4m3 -> f16 in hardware; ds_mla: times the
@@ -606,13 +607,42 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
 
   if (warp >= Cfg::kConsumers * Cfg::kConsumerWarps) {
     // ---------------- producer ----------------
-    if constexpr (Cfg::kRebalanceRegisters) {
+    if constexpr (Cfg::kConsumers == 2) {
+      // Two warps of the warpgroup work, each on its own event: the copy warp's lane 0 copies each
+      // page as soon as its stage is free; the finish warp takes the pages in order as they land,
+      // finishes them (finish_page) and releases them (`ready`). It is never more than one phase
+      // behind on a stage: a stage is copied again only after its consumer passed `ready`. One warp
+      // doing both (below) kept two consumers waiting for `ready` (this split: 1.04-1.05x e4m3,
+      // 1.09-1.13x ds_mla at b=128); for one consumer the split measured 0.97-1.00x and 0.96x at
+      // b=8-32 (docs/hopper-kernel.md, the narrow kernel).
       warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-      if (warp != Cfg::kConsumers * Cfg::kConsumerWarps) return;  // one warp of the warpgroup works
+      const int role = warp - Cfg::kConsumers * Cfg::kConsumerWarps;  // 0: copies, 1: finishes, 2-3: idle
+      TileCursor cur(p, part, part_idx);
+      if (role == 0 && lane == 0) {
+        prefetch_tensor_map(&maps.kv);
+        if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
+        const uint64_t policy = l2_evict_first_policy();
+        for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
+          const int stage = i % Cfg::kStages;
+          mbarrier_wait(&sm.empty[stage], ((i / Cfg::kStages) & 1) ^ 1);
+          const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
+          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+        }
+      } else if (role == 1) {
+        for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
+          const int stage = i % Cfg::kStages;
+          const int valid = p.seqlens[cur.req] - cur.block * kTileTokens;  // read before the wait
+          mbarrier_wait(&sm.full[stage], (i / Cfg::kStages) & 1);
+          finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
+          mbarrier_arrive(&sm.ready[stage]);
+        }
+      }
+      return;
     }
-    // Event-driven: copy the next page as soon as its stage is free, otherwise finish the oldest
-    // page in flight once it landed (finish_page), so that neither waits behind the other. Lane 0
-    // polls and issues the copies; the decisions are broadcast so that the warp stays converged.
+    // One consumer, one warp, event-driven: copy the next page as soon as its stage is free, otherwise
+    // finish the oldest page in flight once it landed (finish_page), so that neither waits behind the
+    // other. Lane 0 polls and issues the copies; the decisions are broadcast so that the warp stays
+    // converged.
     if (lane == 0) {
       prefetch_tensor_map(&maps.kv);
       if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
