@@ -1,5 +1,5 @@
 // sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, kRows = 16 query
-// rows per CTA (or 32, opt-in: two consumer warpgroups on alternate tiles, merged once per segment).
+// rows per CTA (or 32, from 64 requests: two consumer warpgroups on alternate tiles, merged once per segment).
 //
 // CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
 //   producer  (the warp after the consumers; 32 rows: two warps of a warpgroup, one copying, one
