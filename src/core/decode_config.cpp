@@ -99,12 +99,14 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);
   const Sm90Schedule wide = kv_format_is_16bit(format) && rows >= kSm90SeesawMinRows ? kSm90WideSeesaw : kSm90Wide;
+  const Sm90Schedule narrow16 =
+      format == KVFormat::kFP8DsMla && batch_size >= kSm90Narrow16SplitMinBatch ? kSm90Narrow16Split : kSm90Narrow16;
   switch (requested_rows) {
     case 0:
-      if (narrow_format && rows <= 16) return kSm90Narrow16;
+      if (narrow_format && rows <= 16) return narrow16;
       if (narrow_format && rows <= 32 && batch_size >= kSm90Narrow32MinBatch) return kSm90Narrow32;
       return wide;
-    case 16: return narrow_format && rows <= 16 ? kSm90Narrow16 : Sm90Schedule{};
+    case 16: return narrow_format && rows <= 16 ? narrow16 : Sm90Schedule{};
     case 32: return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
     case 64: return wide;
     default: return Sm90Schedule{};

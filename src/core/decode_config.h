@@ -44,18 +44,22 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
 // kSm90SeesawMinRows query rows per request, where the tensor cores bound the time (FP8 caches expand
 // each page in place into a whole stage, which the seesaw releases in halves: 1.36-1.42x slower).
+// narrow_producer_warps: the narrow kernel's producer, one warp copying and finishing the pages or
+// two (one copies, one finishes: the 32-row form, and ds_mla at 16 rows from kSm90Narrow16SplitMinBatch).
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;
   bool narrow = false;
   bool fp8_math = false;
   bool seesaw = false;
+  int narrow_producer_warps = 0;
 };
-inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false, false};
-inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, false, false, true};
-inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false, false};
-inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false, false};
-inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false};
+inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false, false, 0};
+inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, false, false, true, 0};
+inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false, false, 1};
+inline constexpr Sm90Schedule kSm90Narrow16Split{16, 2, true, false, false, 2};
+inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false, false, 2};
+inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false, 0};
 // Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
 // from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
 inline constexpr int kSm90SeesawMinRows = 128;
@@ -64,10 +68,15 @@ inline constexpr int kSm90SeesawMinRows = 128;
 // b = 16 it wins only from 16K and loses up to 38% at 1K, where a CTA's few tiles pay its merge
 // (bench/results/2026-12-01-h200-sm90-narrow32-auto.md). The plan knows the batch, not the lengths.
 inline constexpr int kSm90Narrow32MinBatch = 64;
+// ds_mla at 16 rows takes the two-warp producer from this batch size on: its finish warp computes each
+// page's scale table as the page lands, 1.02-1.04x at b=128 from 16K and level at b=64; at b=8-32 it
+// measured 0.95-0.96x (bench/results/2026-12-02-h200-narrow-producer.md, runs 8-9).
+inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 
 // The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: narrow
 // for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests; wide
-// otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta.
+// otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta. The 16-row narrow
+// kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
 // math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64.
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,

@@ -89,7 +89,8 @@ TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
 TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   const auto is = [](const Sm90Schedule& s, const Sm90Schedule& want) {
     return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow &&
-           s.fp8_math == want.fp8_math && s.seesaw == want.seesaw;
+           s.fp8_math == want.fp8_math && s.seesaw == want.seesaw &&
+           s.narrow_producer_warps == want.narrow_producer_warps;
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
   for (int rows : {8, 16, 64, 2048}) {
@@ -128,8 +129,21 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
     for (int batch : {1, 128})
       for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
         EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows;
-  // <= 16 rows stay on the 16-row narrow kernel at any batch.
-  EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 128, 0), kSm90Narrow16));
+  // <= 16 rows stay on the 16-row narrow kernel at any batch; ds_mla takes its two-warp producer from
+  // kSm90Narrow16SplitMinBatch requests (automatic or requested), e4m3 keeps the single warp.
+  for (int rows : {8, 16}) {
+    for (int batch : {kSm90Narrow16SplitMinBatch, 128, 4096}) {
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 0), kSm90Narrow16)) << batch;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, batch, 16), kSm90Narrow16)) << batch;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 0), kSm90Narrow16Split)) << batch;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 16), kSm90Narrow16Split)) << batch;
+      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, batch, 0), kSm90Wide)) << batch;
+    }
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, kSm90Narrow16SplitMinBatch - 1, 0),
+                   kSm90Narrow16));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, kSm90Narrow16SplitMinBatch - 1, 16),
+                   kSm90Narrow16));
+  }
   // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows, automatic or
   // requested; FP8 caches keep the alternating one.
   for (int rows : {128, 256, 2048}) {

@@ -147,12 +147,17 @@ namespace openmla::kernels {
 // The schedules' constants (core/decode_config.h, tested on the CPU) are the kernels' own.
 static_assert(detail::kSm90Wide.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90Wide.ctas_per_sm == 1);
 static_assert(detail::kSm90WideSeesaw.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90WideSeesaw.ctas_per_sm == 1);
-static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16>::kRows &&
-              detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16>::kCtasPerSm);
+static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16, 1>::kRows &&
+              detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16, 1>::kCtasPerSm &&
+              detail::kSm90Narrow16.narrow_producer_warps == sm90::NarrowConfig<16, 1>::kProducerWarps);
+static_assert(detail::kSm90Narrow16Split.rows_per_cta == sm90::NarrowConfig<16, 2>::kRows &&
+              detail::kSm90Narrow16Split.ctas_per_sm == sm90::NarrowConfig<16, 2>::kCtasPerSm &&
+              detail::kSm90Narrow16Split.narrow_producer_warps == sm90::NarrowConfig<16, 2>::kProducerWarps);
 static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
               detail::kSm90WideFp8Math.ctas_per_sm == 1);
 static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
-              detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm);
+              detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm &&
+              detail::kSm90Narrow32.narrow_producer_warps == sm90::NarrowConfig<32>::kProducerWarps);
 
 namespace {
 
@@ -162,10 +167,16 @@ template <typename T, int kKind>
 inline constexpr bool kNarrowInstantiated =
     kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>);
 
-// Calls fn(integral_constant<int, rows>) for the narrow kernel's row counts.
-template <class Fn>
-cudaError_t with_narrow_rows(int rows_per_cta, Fn&& fn) {
-  return rows_per_cta == 16 ? fn(std::integral_constant<int, 16>{}) : fn(std::integral_constant<int, 32>{});
+// Calls fn(rows, producer warps) (integral constants) for the narrow kernel's instantiated forms:
+// (16, 1), (32, 2), and (16, 2) for ds_mla (choose_sm90_schedule picks no other).
+template <int kKind, class Fn>
+cudaError_t with_narrow_form(const detail::Sm90Schedule& schedule, Fn&& fn) {
+  using std::integral_constant;
+  if (schedule.rows_per_cta == 32) return fn(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  if constexpr (kKind == kKvDsMla) {
+    if (schedule.narrow_producer_warps == 2) return fn(integral_constant<int, 16>{}, integral_constant<int, 2>{});
+  }
+  return fn(integral_constant<int, 16>{}, integral_constant<int, 1>{});
 }
 
 }  // namespace
@@ -182,8 +193,8 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::S
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kNarrowInstantiated<T, kKind>) {
       if (schedule.narrow)
-        return with_narrow_rows(schedule.rows_per_cta, [](auto r) {
-          return sm90::prepare_narrow_decode_kernel<T, kKind, decltype(r)::value>();
+        return with_narrow_form<kKind>(schedule, [](auto r, auto w) {
+          return sm90::prepare_narrow_decode_kernel<T, kKind, decltype(r)::value, decltype(w)::value>();
         });
     }
     return sm90::prepare_wide_decode_kernel<T, kKind>();
@@ -209,8 +220,9 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kNarrowInstantiated<T, kKind>) {
       if (schedule.narrow)
-        return with_narrow_rows(schedule.rows_per_cta, [&](auto r) {
-          return sm90::run_narrow_decode<T, kKind, decltype(r)::value>(p, maps, programmatic, stream);
+        return with_narrow_form<kKind>(schedule, [&](auto r, auto w) {
+          return sm90::run_narrow_decode<T, kKind, decltype(r)::value, decltype(w)::value>(p, maps, programmatic,
+                                                                                          stream);
         });
     }
     return sm90::run_wide_decode<T, kKind>(p, maps, schedule.seesaw, programmatic, stream);

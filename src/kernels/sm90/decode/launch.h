@@ -19,10 +19,10 @@ template <typename T, int kKind>
 cudaError_t prepare_wide_decode_kernel();
 
 // The narrow kernel (narrow_kernel.cuh): grid (m_tiles of kRows rows, p.num_parts), its own maps
-// (launch.cu, NarrowPage). kRows: 16 or 32.
-template <typename T, int kKind, int kRows>
+// (launch.cu, NarrowPage). kRows: 16 or 32; kProducerWarps: 1 or 2 (NarrowConfig).
+template <typename T, int kKind, int kRows, int kProducerWarps>
 cudaError_t run_narrow_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);
-template <typename T, int kKind, int kRows>
+template <typename T, int kKind, int kRows, int kProducerWarps>
 cudaError_t prepare_narrow_decode_kernel();
 
 // The FP8-math kernel (fp8_math_kernel.cuh; per-tensor e4m3 caches): grid (m_tiles of 64 rows,

@@ -24,19 +24,22 @@ inline constexpr int kNarrowDimsPerThread = kHeadDimV / (4 * 8);
 
 // kRowsT query rows per CTA: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
 // warpgroups taking alternate tiles of a 4-stage ring, one CTA per SM; they merge their softmax states
-// once per segment).
-template <int kRowsT>
+// once per segment). kProducerWarpsT: 1 (one warp copies and finishes the pages) or 2 (one copies, one
+// finishes; always with 32 rows, and for ds_mla at 16 rows from kSm90Narrow16SplitMinBatch requests).
+template <int kRowsT, int kProducerWarpsT = (kRowsT == 32 ? 2 : 1)>
 struct NarrowConfig {
   static_assert(kRowsT == 16 || kRowsT == 32);
+  static_assert(kProducerWarpsT == 2 || kRowsT == 16);
   static constexpr int kRows = kRowsT;             // query rows per CTA: the wgmma N
   static constexpr int kTokens = 64;               // KV tokens per tile (one page): the wgmma M
   static constexpr int kConsumers = kRows / 16;    // consumer warpgroups
   static constexpr int kStages = 2 * kConsumers;
   static constexpr int kConsumerWarps = 4;         // per warpgroup
   static constexpr int kConsumerThreads = kConsumers * 128;
-  // + the producer: one warp, or with two consumers a whole warpgroup (two warps work), so that
+  // + the producer: its warps, or with two consumers a whole warpgroup (two warps work), so that
   // setmaxnreg can move its registers to the consumers: 40 + 2 x 232 <= 3 x 168 (launch_impl checks).
-  static constexpr int kProducerThreads = kConsumers == 1 ? 32 : 128;
+  static constexpr int kProducerWarps = kProducerWarpsT;
+  static constexpr int kProducerThreads = kConsumers == 1 ? 32 * kProducerWarps : 128;
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr bool kRebalanceRegisters = kConsumers == 2;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;

@@ -2,8 +2,8 @@
 // rows per CTA (or 32, from 64 requests: two consumer warpgroups on alternate tiles, merged once per segment).
 //
 // CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
-//   producer  (the warp after the consumers; 32 rows: two warps of a warpgroup, one copying, one
-//             finishing): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
+//   producer  (the warp after the consumers, or two: one copying, one finishing; with 32 rows in a
+//             warpgroup): per KV tile, lane 0 reads and range-checks the page id, waits for the stage
 //             to be free and copies the page (TMA, one barrier per stage; NarrowPage). A bad id is
 //             never a coordinate: the barrier completes without data and the consumers poison the
 //             segment. Once a page landed the warp zeroes its rows past seqlen and (ds_mla) factors
@@ -575,11 +575,12 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 
 }  // namespace narrow
 
-template <typename T, int kKind, int kRows>
-__global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kRows>::kCtasPerSm)
+template <typename T, int kKind, int kRows, int kProducerWarps>
+__global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
+                                  NarrowConfig<kRows, kProducerWarps>::kCtasPerSm)
     narrow_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   using namespace narrow;
-  using Cfg = NarrowConfig<kRows>;
+  using Cfg = NarrowConfig<kRows, kProducerWarps>;
   constexpr int kN = Cfg::kRowsPerThread;
   static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
@@ -607,15 +608,15 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
 
   if (warp >= Cfg::kConsumers * Cfg::kConsumerWarps) {
     // ---------------- producer ----------------
-    if constexpr (Cfg::kConsumers == 2) {
-      // Two warps of the warpgroup work, each on its own event: the copy warp's lane 0 copies each
-      // page as soon as its stage is free; the finish warp takes the pages in order as they land,
-      // finishes them (finish_page) and releases them (`ready`). It is never more than one phase
-      // behind on a stage: a stage is copied again only after its consumer passed `ready`. One warp
-      // doing both (below) kept two consumers waiting for `ready` (this split: 1.04-1.05x e4m3,
-      // 1.09-1.13x ds_mla at b=128); for one consumer the split measured 0.97-1.00x and 0.96x at
-      // b=8-32 (docs/hopper-kernel.md, the narrow kernel).
-      warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if constexpr (Cfg::kProducerWarps == 2) {
+      // Two warps, each on its own event: the copy warp's lane 0 copies each page as soon as its stage
+      // is free; the finish warp takes the pages in order as they land, finishes them (finish_page)
+      // and releases them (`ready`). It is never more than one phase behind on a stage: a stage is
+      // copied again only after its consumer passed `ready`. One warp doing both (below) keeps the
+      // consumers waiting for `ready` where finishing is the bottleneck: two consumers (32 rows:
+      // 1.04-1.05x e4m3, 1.09-1.13x ds_mla at b=128) and ds_mla's scale table at 16 rows and b=128
+      // (1.02-1.04x); elsewhere the single warp measured as fast or faster (docs/hopper-kernel.md).
+      if constexpr (Cfg::kRebalanceRegisters) warpgroup_reg_dealloc<Cfg::kProducerRegs>();
       const int role = warp - Cfg::kConsumers * Cfg::kConsumerWarps;  // 0: copies, 1: finishes, 2-3: idle
       TileCursor cur(p, part, part_idx);
       if (role == 0 && lane == 0) {
@@ -639,7 +640,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows>::kThreads, NarrowConfig<kR
       }
       return;
     }
-    // One consumer, one warp, event-driven: copy the next page as soon as its stage is free, otherwise
+    // One warp, event-driven: copy the next page as soon as its stage is free, otherwise
     // finish the oldest page in flight once it landed (finish_page), so that neither waits behind the
     // other. Lane 0 polls and issues the copies; the decisions are broadcast so that the warp stays
     // converged.
