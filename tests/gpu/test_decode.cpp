@@ -273,6 +273,27 @@ TEST(Decode, Fp8LargeBatchSplitAndGuards) {
   }
 }
 
+// ds_mla at 16 rows from 64 requests runs the narrow kernel with its two-warp producer (a finish warp
+// zeroes the tail rows and factors the scales): every edge length at that batch, scales far apart,
+// with the automatic part count and with few parts (long segments).
+TEST(Decode, DsMla16RowsLargeBatchEdgeLengths) {
+  DecodeCase c;
+  c.batch_size = 64;
+  c.q_len = 1;
+  c.num_heads = 16;
+  c.kv_format = KVFormat::kFP8DsMla;
+  c.latent_log2_spread = 12;
+  c.softmax_scale = std::ldexp(1.0f / 24.0f, -14);
+  const int edges[] = {0, 1, 17, 63, 64, 65, 127, 200, 1000, 3000};
+  c.seqlens.resize(c.batch_size);
+  for (int i = 0; i < c.batch_size; ++i) c.seqlens[i] = edges[i % 10];
+  c.seed = fresh_seed();
+  expect_matches_reference(c);
+  DecodeOptions opt;
+  opt.num_parts = 7;
+  expect_matches_reference(c, opt);
+}
+
 TEST(Decode, DsMlaScalesFarApart) {
   // ds_mla tile scales spread far within and across tokens, zero tiles, scales >= 2^8: the narrow
   // kernel factors each scale into a power of two per token and an fp16 part (hi * lo), the wide
