@@ -131,18 +131,26 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
         EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows;
   // <= 16 rows stay on the 16-row narrow kernel at any batch; ds_mla takes its two-warp producer from
   // kSm90Narrow16SplitMinBatch requests (automatic or requested), e4m3 keeps the single warp.
+  // (format, bf16 query, requested rows) -> the schedule below that batch and from it.
+  const struct {
+    KVFormat format;
+    bool bf16;
+    int requested;
+    Sm90Schedule below, from;
+  } narrow16[] = {{KVFormat::kFP8E4M3, true, 0, kSm90Narrow16, kSm90Narrow16},
+                  {KVFormat::kFP8E4M3, false, 16, kSm90Narrow16, kSm90Narrow16},
+                  {KVFormat::kFP8DsMla, true, 0, kSm90Narrow16, kSm90Narrow16Split},
+                  {KVFormat::kFP8DsMla, true, 16, kSm90Narrow16, kSm90Narrow16Split},
+                  {KVFormat::kFP8DsMla, false, 0, kSm90Wide, kSm90Wide}};
   for (int rows : {8, 16}) {
-    for (int batch : {kSm90Narrow16SplitMinBatch, 128, 4096}) {
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 0), kSm90Narrow16)) << batch;
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, batch, 16), kSm90Narrow16)) << batch;
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 0), kSm90Narrow16Split)) << batch;
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 16), kSm90Narrow16Split)) << batch;
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, batch, 0), kSm90Wide)) << batch;
+    for (const auto& k : narrow16) {
+      for (int batch : {1, kSm90Narrow16SplitMinBatch - 1})
+        EXPECT_TRUE(is(choose_sm90_schedule(k.format, k.bf16, rows, batch, k.requested), k.below))
+            << rows << " " << batch;
+      for (int batch : {kSm90Narrow16SplitMinBatch, 128, 4096})
+        EXPECT_TRUE(is(choose_sm90_schedule(k.format, k.bf16, rows, batch, k.requested), k.from))
+            << rows << " " << batch;
     }
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, kSm90Narrow16SplitMinBatch - 1, 0),
-                   kSm90Narrow16));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, kSm90Narrow16SplitMinBatch - 1, 16),
-                   kSm90Narrow16));
   }
   // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows, automatic or
   // requested; FP8 caches keep the alternating one.
