@@ -6,7 +6,8 @@
 // S^T = K Q^T and O^T += V^T P^T. The A operands (K, and V^T) come from registers, so each consumer
 // thread dequantizes its own fragments straight from the page as TMA stored it: no expansion pass
 // through shared memory, and a page costs its FP8 size in the ring. A CTA is one consumer
-// warpgroup plus one producer warp; two CTAs share an SM, four pages in flight per SM.
+// warpgroup plus one or two producer warps (NarrowConfig); two CTAs share an SM, four pages in flight
+// per SM.
 #pragma once
 
 #include <cstddef>
