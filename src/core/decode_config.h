@@ -44,22 +44,23 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
 // kSm90SeesawMinRows query rows per request, where the tensor cores bound the time (FP8 caches expand
 // each page in place into a whole stage, which the seesaw releases in halves: 1.36-1.42x slower).
-// narrow_producer_warps: the narrow kernel's producer, one warp copying and finishing the pages or
-// two (one copies, one finishes: the 32-row form, and ds_mla at 16 rows from kSm90Narrow16SplitMinBatch).
+// narrow_producer_warps: 0 for the wide kernel; the narrow kernel's producer, one warp copying and
+// finishing the pages or two (one copies, one finishes: the 32-row form, and ds_mla at 16 rows from
+// kSm90Narrow16SplitMinBatch).
 struct Sm90Schedule {
   int rows_per_cta = 0;
   int ctas_per_sm = 0;
-  bool narrow = false;
+  int narrow_producer_warps = 0;
   bool fp8_math = false;
   bool seesaw = false;
-  int narrow_producer_warps = 0;
+  constexpr bool narrow() const noexcept { return narrow_producer_warps > 0; }
 };
-inline constexpr Sm90Schedule kSm90Wide{64, 1, false, false, false, 0};
-inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, false, false, true, 0};
-inline constexpr Sm90Schedule kSm90Narrow16{16, 2, true, false, false, 1};
-inline constexpr Sm90Schedule kSm90Narrow16Split{16, 2, true, false, false, 2};
-inline constexpr Sm90Schedule kSm90Narrow32{32, 1, true, false, false, 2};
-inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, false, true, false, 0};
+inline constexpr Sm90Schedule kSm90Wide{64, 1, 0, false, false};
+inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, 0, false, true};
+inline constexpr Sm90Schedule kSm90Narrow16{16, 2, 1, false, false};
+inline constexpr Sm90Schedule kSm90Narrow16Split{16, 2, 2, false, false};
+inline constexpr Sm90Schedule kSm90Narrow32{32, 1, 2, false, false};
+inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, false};
 // Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
 // from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
 inline constexpr int kSm90SeesawMinRows = 128;

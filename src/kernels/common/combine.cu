@@ -34,7 +34,8 @@ namespace {
 
 template <int kF>
 struct TileShape {
-  static_assert(kF >= kCombineMinTile && kF <= kCombineMaxTile && (kF & (kF - 1)) == 0, "tile: power of two in [8, 1024] float4");
+  static_assert(kF >= kCombineMinTile && kF <= kCombineMaxTile && (kF & (kF - 1)) == 0,
+                "tile: power of two in [8, 1024] float4");
   static constexpr int kRows = kF >= 128 ? kF / 128 : 1;         // rows per tile
   static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // float4 columns per tile row
   static constexpr int kChunks = 128 / kCols4;                   // tiles along one row
@@ -212,7 +213,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
 template <typename T, int kF>
-__global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm) combine_kernel(DecodeParams p, int num_groups) {
+__global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
+    combine_kernel(DecodeParams p, int num_groups) {
   const bool by_part = num_groups < p.batch;
   bool waited = false;
   for (int g = blockIdx.y; g < num_groups; g += gridDim.y) {  // one pass unless groups > 65535

@@ -189,7 +189,7 @@ write_kv_kernel(const WriteKVParams p) {
   const In* const rope = static_cast<const In*>(p.rope) + token * p.rope_row_stride +
                          (has_rope ? lane * kValuesPerLane : 0);
 
-  if constexpr (kFormat == KVFormat::kBF16 || kFormat == KVFormat::kFP16) {
+  if constexpr (kv_format_is_16bit(kFormat)) {
     using Out = std::conditional_t<kFormat == KVFormat::kBF16, __nv_bfloat16, __half>;
     constexpr int kBytes = 2;
     write16_as16bit<Out, In, kVectorized>(latent, dst + lane * kValuesPerLane * kBytes);

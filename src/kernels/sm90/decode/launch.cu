@@ -168,15 +168,18 @@ inline constexpr bool kNarrowInstantiated =
     kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>);
 
 // Calls fn(rows, producer warps) (integral constants) for the narrow kernel's instantiated forms:
-// (16, 1), (32, 2), and (16, 2) for ds_mla (choose_sm90_schedule picks no other).
+// (16, 1), (32, 2), and (16, 2) for ds_mla (choose_sm90_schedule picks no other); any other form is
+// an error, never another kernel.
 template <int kKind, class Fn>
 cudaError_t with_narrow_form(const detail::Sm90Schedule& schedule, Fn&& fn) {
   using std::integral_constant;
-  if (schedule.rows_per_cta == 32) return fn(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  const int rows = schedule.rows_per_cta, warps = schedule.narrow_producer_warps;
+  if (rows == 32 && warps == 2) return fn(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  if (rows == 16 && warps == 1) return fn(integral_constant<int, 16>{}, integral_constant<int, 1>{});
   if constexpr (kKind == kKvDsMla) {
-    if (schedule.narrow_producer_warps == 2) return fn(integral_constant<int, 16>{}, integral_constant<int, 2>{});
+    if (rows == 16 && warps == 2) return fn(integral_constant<int, 16>{}, integral_constant<int, 2>{});
   }
-  return fn(integral_constant<int, 16>{}, integral_constant<int, 1>{});
+  return cudaErrorInvalidConfiguration;
 }
 
 }  // namespace
@@ -192,7 +195,7 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::S
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kNarrowInstantiated<T, kKind>) {
-      if (schedule.narrow)
+      if (schedule.narrow())
         return with_narrow_form<kKind>(schedule, [](auto r, auto w) {
           return sm90::prepare_narrow_decode_kernel<T, kKind, decltype(r)::value, decltype(w)::value>();
         });
@@ -212,14 +215,14 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
                      : sm90::run_fp8_math_decode<__half>(p, maps, programmatic, stream);
   }
   cudaError_t e =
-      schedule.narrow ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
-  if (e == cudaSuccess && !schedule.narrow) e = sm90::encode_q_map(p, q_is_bf16, &maps.q);
+      schedule.narrow() ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);
+  if (e == cudaSuccess && !schedule.narrow()) e = sm90::encode_q_map(p, q_is_bf16, &maps.q);
   if (e != cudaSuccess) return e;
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) -> cudaError_t {
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kNarrowInstantiated<T, kKind>) {
-      if (schedule.narrow)
+      if (schedule.narrow())
         return with_narrow_form<kKind>(schedule, [&](auto r, auto w) {
           return sm90::run_narrow_decode<T, kKind, decltype(r)::value, decltype(w)::value>(p, maps, programmatic,
                                                                                           stream);

@@ -21,7 +21,8 @@ cudaError_t prepare_narrow_decode_kernel() {
     if (Cfg::kProducerRegs + Cfg::kConsumers * Cfg::kConsumerRegs > (1 + Cfg::kConsumers) * attributes.numRegs)
       return cudaErrorInvalidConfiguration;
   }
-  return cudaFuncSetAttribute(narrow_decode_kernel<T, kKind, kRows, kProducerWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(narrow_decode_kernel<T, kKind, kRows, kProducerWarps>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(kNarrowSmemBytes<kKind, kRows>));
 }
 
