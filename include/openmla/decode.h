@@ -119,7 +119,7 @@ class DecodePlan {
   int num_parts_ = 0;
   int m_tiles_ = 0;
   int portable_tile_ = 0;
-  int sm90_rows_per_cta_ = 0;  // the sm90 schedule (detail::choose_sm90_schedule)
+  int sm90_requested_rows_ = 0;  // DecodeOptions::sm90_rows_per_cta, from which run() picks the plan's schedule
   Fp8Math fp8_math_ = Fp8Math::kOff;
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;

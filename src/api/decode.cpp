@@ -148,7 +148,9 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
                            kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
     tile_rows = schedule.rows_per_cta;
     ctas_per_sm = schedule.ctas_per_sm;
-    sm90_rows_per_cta_ = schedule.rows_per_cta;
+    // run() picks the schedule again from the same inputs (choose_sm90_schedule is a pure function), not from
+    // the rows per CTA, which need not name one schedule.
+    sm90_requested_rows_ = options.sm90_rows_per_cta;
     OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), schedule));
 #endif
   } else {
@@ -233,7 +235,8 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
     const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, shape_.batch_size, sm90_rows_per_cta_, fp8_math_);
+        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, shape_.batch_size, sm90_requested_rows_,
+                                     fp8_math_);
     OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, schedule, programmatic_launch_, stream));
 #endif
   } else {
