@@ -573,6 +573,30 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
   }
 }
 
+// ---- the producer's steps (both producer forms below) ------------------------------------------
+
+template <int kKind>
+__device__ __forceinline__ void prefetch_page_maps(const TensorMaps& maps) {
+  prefetch_tensor_map(&maps.kv);
+  if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
+}
+
+// The cursor's page into `stage` (its id read from the block table here, range-checked in load_page).
+template <int kKind, int kRows>
+__device__ __forceinline__ void copy_tile(const DecodeParams& p, NarrowSharedStorage<kKind, kRows>& sm,
+                                          const TensorMaps& maps, const TileCursor& cur, int stage, uint64_t policy) {
+  const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
+  load_page<kKind>(p, sm, maps, stage, page, policy);
+}
+
+// A landed page finished (finish_page) and handed to the consumers (`ready`); the whole warp.
+template <int kKind, int kRows>
+__device__ __forceinline__ void finish_and_release(NarrowSharedStorage<kKind, kRows>& sm, int stage, int valid,
+                                                   int lane) {
+  finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
+  mbarrier_arrive(&sm.ready[stage]);
+}
+
 }  // namespace narrow
 
 template <typename T, int kKind, int kRows, int kProducerWarps>
@@ -620,22 +644,19 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
       const int role = warp - Cfg::kConsumers * Cfg::kConsumerWarps;  // 0: copies, 1: finishes, 2-3: idle
       TileCursor cur(p, part, part_idx);
       if (role == 0 && lane == 0) {
-        prefetch_tensor_map(&maps.kv);
-        if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
+        prefetch_page_maps<kKind>(maps);
         const uint64_t policy = l2_evict_first_policy();
         for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
           const int stage = i % Cfg::kStages;
           mbarrier_wait(&sm.empty[stage], ((i / Cfg::kStages) & 1) ^ 1);
-          const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
-          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
+          copy_tile<kKind>(p, sm, maps, cur, stage, policy);
         }
       } else if (role == 1) {
         for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
           const int stage = i % Cfg::kStages;
           const int valid = p.seqlens[cur.req] - cur.block * kTileTokens;  // read before the wait
           mbarrier_wait(&sm.full[stage], (i / Cfg::kStages) & 1);
-          finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
-          mbarrier_arrive(&sm.ready[stage]);
+          finish_and_release<kKind>(sm, stage, valid, lane);
         }
       }
       return;
@@ -644,10 +665,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
     // finish the oldest page in flight once it landed (finish_page), so that neither waits behind the
     // other. Lane 0 polls and issues the copies; the decisions are broadcast so that the warp stays
     // converged.
-    if (lane == 0) {
-      prefetch_tensor_map(&maps.kv);
-      if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
-    }
+    if (lane == 0) prefetch_page_maps<kKind>(maps);
     const uint64_t policy = l2_evict_first_policy();
     TileCursor cur(p, part, part_idx);
     uint32_t issued = 0, finished = 0;
@@ -667,10 +685,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
       if (action == 1) {
         const int stage = issued % Cfg::kStages;
         mbarrier_wait(&sm.empty[stage], ((issued / Cfg::kStages) & 1) ^ 1);  // every lane writes the stage later
-        if (lane == 0) {
-          const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
-          narrow::load_page<kKind>(p, sm, maps, stage, page, policy);
-        }
+        if (lane == 0) copy_tile<kKind>(p, sm, maps, cur, stage, policy);
 #pragma unroll
         for (int s = 0; s < Cfg::kStages; ++s)
           if (s == stage) valid_of[s] = p.seqlens[cur.req] - cur.block * kTileTokens;
@@ -683,8 +698,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
 #pragma unroll
         for (int s = 1; s < Cfg::kStages; ++s)
           if (s == stage) valid = valid_of[s];
-        finish_page<kKind>(sm.kv[stage], sm.scales[kKind == kKvDsMla ? stage : 0], valid, lane);
-        mbarrier_arrive(&sm.ready[stage]);
+        finish_and_release<kKind>(sm, stage, valid, lane);
         ++finished;
       } else {
         __nanosleep(100);  // nothing to do: leave the issue slots to the consumer warp on this scheduler
