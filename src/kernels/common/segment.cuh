@@ -98,6 +98,11 @@ struct TileCursor {
     next_request();
   }
   __device__ bool valid() const { return req <= part.end_req; }
+  // The tile's page id as the caller's block table holds it: unchecked, so the copy that uses it must
+  // range-check it (a bad id is never a coordinate).
+  __device__ int page_id() const { return p.block_table[req * p.block_table_stride + block]; }
+  // The tile's tokens inside its request's length: > 0, and kSegmentPageTokens except in the last tile.
+  __device__ int tokens_in_tile() const { return p.seqlens[req] - block * kSegmentPageTokens; }
   __device__ void next() {
     if (++block >= block_end) next_request();
   }

@@ -219,7 +219,7 @@ __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& 
     } else if (!mbarrier_test_wait(&sm.empty[stage], parity)) {
       return;
     }
-    load_page(p, sm, map, stage, p.block_table[load.req * p.block_table_stride + load.block], policy);
+    load_page(p, sm, map, stage, load.page_id(), policy);
     load.next();
     ++issued;
   };
@@ -232,8 +232,7 @@ __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& 
     // Each writer acquires the consumers' release of the stage itself (see fp8_stage.cuh).
     mbarrier_wait(&sm.empty[stage], parity ^ 1);
     mbarrier_wait(&sm.k_full[stage], parity);
-    const int seqlen = p.seqlens[cur.req];
-    const int valid = seqlen - cur.block * Cfg::kTokens;  // > 0; >= 64 except in the last page
+    const int valid = cur.tokens_in_tile();  // > 0; 64 except in the last page
     const uint32_t page = smem_addr(sm.k[stage]), vt = smem_addr(sm.vt[stage]);
     if (valid >= Cfg::kTokens) {
 #pragma unroll 1

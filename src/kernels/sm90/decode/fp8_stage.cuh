@@ -300,7 +300,7 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     } else if (!mbarrier_test_wait(&sm.empty[stage][0], parity) || !mbarrier_test_wait(&sm.empty[stage][1], parity)) {
       return;
     }
-    load_page(stage, p.block_table[load.req * p.block_table_stride + load.block]);
+    load_page(stage, load.page_id());
     load.next();
     ++issued;
   };

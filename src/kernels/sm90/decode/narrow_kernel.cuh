@@ -581,14 +581,6 @@ __device__ __forceinline__ void prefetch_page_maps(const TensorMaps& maps) {
   if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
 }
 
-// The cursor's page into `stage` (its id read from the block table here, range-checked in load_page).
-template <int kKind, int kRows>
-__device__ __forceinline__ void copy_tile(const DecodeParams& p, NarrowSharedStorage<kKind, kRows>& sm,
-                                          const TensorMaps& maps, const TileCursor& cur, int stage, uint64_t policy) {
-  const int page = p.block_table[cur.req * p.block_table_stride + cur.block];
-  load_page<kKind>(p, sm, maps, stage, page, policy);
-}
-
 // A landed page finished (finish_page) and handed to the consumers (`ready`); the whole warp.
 template <int kKind, int kRows>
 __device__ __forceinline__ void finish_and_release(NarrowSharedStorage<kKind, kRows>& sm, int stage, int valid,
@@ -649,12 +641,12 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
         for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
           const int stage = i % Cfg::kStages;
           mbarrier_wait(&sm.empty[stage], ((i / Cfg::kStages) & 1) ^ 1);
-          copy_tile<kKind>(p, sm, maps, cur, stage, policy);
+          load_page<kKind>(p, sm, maps, stage, cur.page_id(), policy);
         }
       } else if (role == 1) {
         for (uint32_t i = 0; cur.valid(); cur.next(), ++i) {
           const int stage = i % Cfg::kStages;
-          const int valid = p.seqlens[cur.req] - cur.block * kTileTokens;  // read before the wait
+          const int valid = cur.tokens_in_tile();  // read before the wait
           mbarrier_wait(&sm.full[stage], (i / Cfg::kStages) & 1);
           finish_and_release<kKind>(sm, stage, valid, lane);
         }
@@ -685,10 +677,10 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
       if (action == 1) {
         const int stage = issued % Cfg::kStages;
         mbarrier_wait(&sm.empty[stage], ((issued / Cfg::kStages) & 1) ^ 1);  // every lane writes the stage later
-        if (lane == 0) copy_tile<kKind>(p, sm, maps, cur, stage, policy);
+        if (lane == 0) load_page<kKind>(p, sm, maps, stage, cur.page_id(), policy);
 #pragma unroll
         for (int s = 0; s < Cfg::kStages; ++s)
-          if (s == stage) valid_of[s] = p.seqlens[cur.req] - cur.block * kTileTokens;
+          if (s == stage) valid_of[s] = cur.tokens_in_tile();
         cur.next();
         ++issued;
       } else if (action == 2) {
