@@ -92,10 +92,12 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
            s.narrow_producer_warps == want.narrow_producer_warps && s.fp8_math == want.fp8_math &&
            s.seesaw == want.seesaw;
   };
-  // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow.
-  for (int rows : {8, 16, 64, 2048}) {
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+  // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow; its
+  // consumers run the seesaw from kSm90SeesawMinRows rows, as the 16-bit caches' do.
+  for (int rows : {8, 16, 64, 127, 128, 2048}) {
+    const Sm90Schedule want = rows >= kSm90SeesawMinRows ? kSm90WideFp8MathSeesaw : kSm90WideFp8Math;
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), want));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), want));
     EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla})
       EXPECT_EQ(choose_sm90_schedule(f, true, rows, 1, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);

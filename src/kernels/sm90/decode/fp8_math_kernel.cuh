@@ -1,7 +1,9 @@
 // sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): fp8_math_config.h.
 //
-// The wide kernel's schedule (kernel.cuh: alternating owners, one tile in flight, a producer
-// warpgroup), with both products on e4m3 wgmma (k = 32, twice the bf16 rate, half the operand bytes):
+// The wide kernel's consumer schedules (kernel.cuh: alternating owners, one tile in flight; the seesaw,
+// pairs of tiles, from kSm90SeesawMinRows rows) and a producer warpgroup, with both products on e4m3
+// wgmma (k = 32, twice the bf16 rate, half the operand bytes); the page as copied and its V^T live in
+// separate rings (fp8_math_config.h):
 //   - Q: each query row quantized once per segment to e4m3 with its own power-of-two scale
 //     (fp8_math_query_exponent: the smallest 2^e with amax <= 448 * 2^e); S is scaled back by it.
 //   - S = Q K^T reads the page as copied (TMA, 64-B swizzle: K-major for both operands).
@@ -51,7 +53,7 @@ __device__ __forceinline__ uint64_t k_desc(const Smem& sm, int stage, int ks) {
 __device__ __forceinline__ uint64_t vt_desc(const Smem& sm, int stage, int half, int kk) {
   return sw64_desc(smem_addr(sm.vt[stage]) + half * Cfg::kVtHalfBytes + kk * 32);
 }
-__device__ __forceinline__ uint64_t p_desc(const Smem& sm, int kk) { return sw64_desc(smem_addr(sm.p) + kk * 32); }
+__device__ __forceinline__ uint64_t p_desc(const uint8_t* p_tile, int kk) { return sw64_desc(smem_addr(p_tile) + kk * 32); }
 
 // ---- e4m3 helpers ----------------------------------------------------------------------------
 
@@ -182,7 +184,18 @@ __device__ __forceinline__ void transpose_steps(uint32_t page, uint32_t vt, int 
   for (int s = 0; s < 4; ++s) transpose_store<kTail>(vt, gd + s / 2, s % 2, task, valid, r[s]);
 }
 
-// Copy-issuing thread: one page as stored into a stage (9 boxes on k_full). A bad page id is never a
+// Where tile `it` of the CTA's sequence sits in a ring of kStages buffers, and the phase of that
+// buffer's barriers (the parity a "full" wait expects; an "empty" wait expects the other one).
+template <int kStages>
+struct RingSlot {
+  int stage;
+  uint32_t parity;
+  __device__ explicit RingSlot(uint32_t it) : stage(static_cast<int>(it % kStages)), parity((it / kStages) & 1) {}
+};
+using KSlot = RingSlot<Cfg::kKStages>;
+using VtSlot = RingSlot<Cfg::kVtStages>;
+
+// Copy-issuing thread: one page as stored into a K stage (9 boxes on k_full). A bad page id is never a
 // coordinate: recorded, the barrier completes without data, the consumers poison the segment.
 __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const CUtensorMap* map, int stage, int page,
                                           uint64_t policy) {
@@ -199,54 +212,59 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const
     tma_load_3d(sm.k[stage] + box * Cfg::kBoxBytes, map, box * Cfg::kBoxDims, 0, page, bar, policy);
 }
 
-// The producer warpgroup: thread 0 issues the copies a tile ahead (polling the next stage's `empty`
-// barrier between blocks), all 128 threads write V^T of each landed page and arrive on vt_full.
+// The producer warpgroup. Warp w writes dims [128 w, 128 w + 128) of each page's V^T, that is half
+// w / 2, as soon as the page landed and that half is free: each consumer's half comes back after its
+// own last PV on it. Each writer acquires the consumers' release itself (see fp8_stage.cuh).
+// Lane 0 of warp 3 copies the pages into the K ring (kKStages slots; a slot is free once its page's S
+// and every warp's transposition of it are done): two pages ahead at the start, then, after its warp's
+// transposition of page it, page it + 2 into the slot of page it - 1, whose S and transpositions are
+// done by then, so that the blocking wait is short and its warp's next page is not held back.
+// Measured alternatives (bench/results/2026-12-02-h200-fp8-math-seesaw.md): the issuer in a half-0
+// warp, polling between its steps, left the ring short (consumer 0 waited for V^T); a polling loop
+// instead of the blocking waits took issue slots from the consumers (0.72-0.93x); trying slots without
+// blocking issued too late (0.85-0.93x); page it + 3 into page it's own slot (blocking on its S)
+// measured the same as this.
 __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& part, int part_idx, Smem& sm,
                                         const CUtensorMap* map) {
+  static_assert(Cfg::kKStages >= 3, "page it + 2 goes into the slot of page it - 1");
   const int t = threadIdx.x;
-  const bool issuer = t == 0;
+  const int warp = t / 32, half = warp / 2;
+  const bool issuer = t == 3 * 32;
   const TransposeTask task(t % 32);
-  const int warp = t / 32;
   const uint64_t policy = l2_evict_first_policy();
   TileCursor cur(p, part, part_idx);
   TileCursor load = cur;
   uint32_t issued = 0;
-  auto issue = [&](bool block) {
-    const int stage = issued % Cfg::kStages;
-    const uint32_t parity = ((issued / Cfg::kStages) & 1) ^ 1;
-    if (block) {
-      mbarrier_wait(&sm.empty[stage], parity);
-    } else if (!mbarrier_test_wait(&sm.empty[stage], parity)) {
-      return;
-    }
-    load_page(p, sm, map, stage, load.page_id(), policy);
+  auto issue = [&] {  // the next page into its K slot, once the slot's previous page is done with
+    const KSlot slot(issued);
+    mbarrier_wait(&sm.k_empty[slot.stage], slot.parity ^ 1);
+    load_page(p, sm, map, slot.stage, load.page_id(), policy);
     load.next();
     ++issued;
   };
+  if (issuer) {
+    for (int n = 0; n < 2 && load.valid(); ++n) issue();
+  }
   for (uint32_t it = 0; cur.valid(); cur.next(), ++it) {
-    const int stage = it % Cfg::kStages;
-    const uint32_t parity = (it / Cfg::kStages) & 1;
-    if (issuer) {
-      while (issued <= it) issue(true);
-    }
-    // Each writer acquires the consumers' release of the stage itself (see fp8_stage.cuh).
-    mbarrier_wait(&sm.empty[stage], parity ^ 1);
-    mbarrier_wait(&sm.k_full[stage], parity);
+    const KSlot k(it);
+    const VtSlot vt_slot(it);
+    mbarrier_wait(&sm.vt_empty[vt_slot.stage][half], vt_slot.parity ^ 1);
+    mbarrier_wait(&sm.k_full[k.stage], k.parity);
     const int valid = cur.tokens_in_tile();  // > 0; 64 except in the last page
-    const uint32_t page = smem_addr(sm.k[stage]), vt = smem_addr(sm.vt[stage]);
+    const uint32_t page = smem_addr(sm.k[k.stage]), vt = smem_addr(sm.vt[vt_slot.stage]);
+    __syncwarp();  // ldmatrix / stmatrix are warp-collective
     if (valid >= Cfg::kTokens) {
 #pragma unroll 1
-      for (int g = 0; g < 8; g += 2) {  // warp w: dims [128 w, 128 w + 128)
-        if (issuer && issued == it + 1 && load.valid()) issue(false);
-        __syncwarp();  // ldmatrix / stmatrix are warp-collective
-        transpose_steps<false>(page, vt, 8 * warp + g, task, valid);
-      }
+      for (int g = 0; g < 8; g += 2) transpose_steps<false>(page, vt, 8 * warp + g, task, valid);
     } else {
 #pragma unroll 1
       for (int g = 0; g < 8; g += 2) transpose_steps<true>(page, vt, 8 * warp + g, task, valid);
     }
+    __syncwarp();  // the warp's reads of the page are done
+    if (t % 32 == 0) mbarrier_arrive(&sm.k_empty[k.stage]);
     fence_proxy_async();  // V^T is read by wgmma
-    mbarrier_arrive(&sm.vt_full[stage]);
+    mbarrier_arrive(&sm.vt_full[vt_slot.stage][half]);
+    if (issuer && load.valid()) issue();  // page it + 2
   }
 }
 
@@ -276,11 +294,12 @@ __device__ __forceinline__ void issue_pv_rs(const Smem& sm, int stage, int half,
   fence_operands(pa[1]);
 }
 
-__device__ __forceinline__ void issue_pv_ss(const Smem& sm, int stage, int half, float (&o)[128]) {
+__device__ __forceinline__ void issue_pv_ss(const Smem& sm, const uint8_t* p_tile, int stage, int half,
+                                            float (&o)[128]) {
   fence_operands(o);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 2; ++kk) wgmma_m64n256k32_ss_e4m3(o, p_desc(sm, kk), vt_desc(sm, stage, half, kk), true);
+  for (int kk = 0; kk < 2; ++kk) wgmma_m64n256k32_ss_e4m3(o, p_desc(p_tile, kk), vt_desc(sm, stage, half, kk), true);
   wgmma_commit();
   fence_operands(o);
 }
@@ -368,74 +387,248 @@ __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMa
   return r;
 }
 
-// P and the rows' new base and alpha into shared memory for the other consumer.
-__device__ __forceinline__ void publish_p(Smem& sm, const SoftmaxStep& st, int c, int row0, int row1) {
-  // The quad's other lanes read this row's base and alpha in the previous tile (as the non-owner):
-  // order those reads before lane 0's writes (they are one warp; racecheck wants it explicit).
-  __syncwarp();
+// P's e4m3 A fragments into a P tile (SW64, the layout p_desc reads), for the other consumer.
+__device__ __forceinline__ void store_p_tile(uint8_t* p_tile, const uint32_t (&pa)[2][4], int c, int row0, int row1) {
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<uint32_t*>(sm.p + sw64_offset(row0, 2 * kk + h) + 4 * c) = st.pa[kk][2 * h + 0];
-      *reinterpret_cast<uint32_t*>(sm.p + sw64_offset(row1, 2 * kk + h) + 4 * c) = st.pa[kk][2 * h + 1];
+      *reinterpret_cast<uint32_t*>(p_tile + sw64_offset(row0, 2 * kk + h) + 4 * c) = pa[kk][2 * h + 0];
+      *reinterpret_cast<uint32_t*>(p_tile + sw64_offset(row1, 2 * kk + h) + 4 * c) = pa[kk][2 * h + 1];
     }
   }
-  if (c == 0) {
-    sm.row_base[row0] = st.b0;
-    sm.row_base[row1] = st.b1;
-    sm.row_scale[row0] = st.alpha0;
-    sm.row_scale[row1] = st.alpha1;
-  }
-  fence_proxy_async();  // P is read by the other consumer's wgmma
 }
 
-__device__ __forceinline__ void consume(Smem& sm, const Segment& seg, const TileMask& mask, int tiles, int me, int c,
-                                       int row0, int row1, float scale0, float scale1, uint32_t& it, float (&o)[128],
-                                       RowState& rs, const int* page_ids, int num_pages, bool& bad_page) {
-  auto release = [&](uint32_t tile_it) { mbarrier_arrive(&sm.empty[tile_it % Cfg::kStages]); };
-  for (int j = 0; j < tiles; ++j, ++it) {
-    const int block = seg.block_begin + j;
-    const int stage = it % Cfg::kStages;
-    const uint32_t parity = (it / Cfg::kStages) & 1;
-    const bool own = (j & 1) == me;
+// The rows' new base and alpha (lane 0 of each quad). The quad's other lanes read the previous values
+// before (one warp, no other order between the lanes): racecheck wants that order explicit.
+__device__ __forceinline__ void write_row_state(float* base, float* scale, const SoftmaxStep& st, int c, int row0,
+                                                int row1) {
+  __syncwarp();
+  if (c == 0) {
+    base[row0] = st.b0;
+    base[row1] = st.b1;
+    scale[row0] = st.alpha0;
+    scale[row1] = st.alpha1;
+  }
+}
+
+// P fragments times the rows' factors (powers of two <= 1): e4m3 -> f16 (exact), one f16 multiply
+// (exact down to f16's subnormals, far below what e4m3 keeps), -> e4m3 (the one rounding, which for
+// a power of two differs from rounding the scaled weight directly only among e4m3 subnormals, below
+// 2^-14 of the row's largest weight). Skipped when the warp's rows all kept their base.
+__device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[2][4], float f0, float f1) {
+  if (!__any_sync(0xffffffffu, f0 != 1.f || f1 != 1.f)) return;
+  const __half2 h0 = __float2half2_rn(f0), h1 = __float2half2_rn(f1);
+  const uint32_t m0 = *reinterpret_cast<const uint32_t*>(&h0), m1 = *reinterpret_cast<const uint32_t*>(&h1);
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const uint32_t m = (r % 2) ? m1 : m0;  // [2h] row0, [2h + 1] row1
+      __half2_raw lo, hi;
+      const uint32_t lo_bits = hmul2(e4m3x2_to_f16x2_cvt<false>(pa[kk][r]), m);
+      const uint32_t hi_bits = hmul2(e4m3x2_to_f16x2_cvt<true>(pa[kk][r]), m);
+      lo.x = static_cast<unsigned short>(lo_bits & 0xFFFFu);
+      lo.y = static_cast<unsigned short>(lo_bits >> 16);
+      hi.x = static_cast<unsigned short>(hi_bits & 0xFFFFu);
+      hi.y = static_cast<unsigned short>(hi_bits >> 16);
+      pa[kk][r] = static_cast<uint32_t>(__nv_cvt_halfraw2_to_fp8x2(lo, __NV_SATFINITE, __NV_E4M3)) |
+                  (static_cast<uint32_t>(__nv_cvt_halfraw2_to_fp8x2(hi, __NV_SATFINITE, __NV_E4M3)) << 16);
+    }
+  }
+}
+
+// What both schedules pass around: the segment, this thread's place, and where its state lives.
+struct ConsumerView {
+  const Segment& seg;
+  const TileMask& mask;
+  int tiles;
+  int me, c, row0, row1;
+  float scale0, scale1;
+  const int* page_ids;
+  int num_pages;
+};
+
+__device__ __forceinline__ void note_bad_page(const ConsumerView& v, int block, bool& bad_page) {
+  const int page = v.page_ids[block];
+  bad_page |= page < 0 || page >= v.num_pages;
+}
+
+// The alternating schedule: one tile at a time; the owner (consumer j % 2) computes S and P, both
+// multiply P by their half of V^T. The owner gives the page back as soon as its S is done, each
+// consumer its V^T half after its PV.
+__device__ __forceinline__ void consume_alternating(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
+                                                    RowState& rs, bool& bad_page) {
+  for (int j = 0; j < v.tiles; ++j, ++it) {
+    const int block = v.seg.block_begin + j;
+    const KSlot k(it);
+    const VtSlot vt(it);
+    const bool own = (j & 1) == v.me;
     wgmma_wait<0>();
     fence_operands(o);
-    if (j > 0) release(it - 1);
-    const int page = page_ids[block];
-    bad_page |= page < 0 || page >= num_pages;
+    if (j > 0) mbarrier_arrive(&sm.vt_empty[VtSlot(it - 1).stage][v.me]);
+    note_bad_page(v, block, bad_page);
 
     SoftmaxStep st;
     if (own) {
       float s[32];
-      issue_qk(sm, stage, parity, s);
+      issue_qk(sm, k.stage, k.parity, s);
       wgmma_wait<0>();
       fence_operands(s);
-      st = softmax_step(s, mask, block * Cfg::kTokens, c, rs, scale0, scale1);
-      publish_p(sm, st, c, row0, row1);
+      mbarrier_arrive(&sm.k_empty[k.stage]);
+      st = softmax_step(s, v.mask, block * Cfg::kTokens, v.c, rs, v.scale0, v.scale1);
+      store_p_tile(sm.p[0], st.pa, v.c, v.row0, v.row1);
+      write_row_state(sm.row_base, sm.row_scale, st, v.c, v.row0, v.row1);
+      fence_proxy_async();  // P is read by the other consumer's wgmma
     }
     named_barrier_sync(kFp8MathBarPReady, 256);
-    mbarrier_wait(&sm.vt_full[stage], parity);
+    mbarrier_wait(&sm.vt_full[vt.stage][v.me], vt.parity);
     if (own) {
       rs.b0 = st.b0;
       rs.b1 = st.b1;
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
       rescale_rows(o, st.alpha0, st.alpha1);
-      issue_pv_rs(sm, stage, me, st.pa, o);
+      issue_pv_rs(sm, vt.stage, v.me, st.pa, o);
     } else {
-      const float alpha0 = sm.row_scale[row0], alpha1 = sm.row_scale[row1];
-      rs.b0 = sm.row_base[row0];
-      rs.b1 = sm.row_base[row1];
+      const float alpha0 = sm.row_scale[v.row0], alpha1 = sm.row_scale[v.row1];
+      rs.b0 = sm.row_base[v.row0];
+      rs.b1 = sm.row_base[v.row1];
       rs.l0 *= alpha0;
       rs.l1 *= alpha1;
       rescale_rows(o, alpha0, alpha1);
-      issue_pv_ss(sm, stage, me, o);
+      issue_pv_ss(sm, sm.p[0], vt.stage, v.me, o);
     }
   }
   wgmma_wait<0>();
   fence_operands(o);
-  if (tiles > 0) release(it - 1);
+  if (v.tiles > 0) mbarrier_arrive(&sm.vt_empty[VtSlot(it - 1).stage][v.me]);
+}
+
+// The seesaw (FlashMLA's schedule, as in kernel.cuh's consume_seesaw): tiles in pairs (a, b) = (j, j + 1);
+// consumer 0 computes S of every a, consumer 1 of every b, and each multiplies P of both by its half
+// of V^T. Per pair:
+//   consumer 0: softmax(S_a) | O0 += P_a V_a | P_a to b's base, for consumer 1 | O0 += P_b V_b | S of a + 2
+//   consumer 1: softmax(S_b) after a's base | O1 += P_b V_b | O1 += P_a V_a | S of b + 2
+// so one consumer's softmax runs under the other's wgmmas. The pages go back when their S is done
+// (the K ring is separate from V^T), so the next pair's S never waits for a PV. The handoffs are
+// rendezvous (`barrier.sync` on both sides) met in one order: Scale0, Scale1, P0. P_a and P_b have
+// their own tiles (p[0], p[1]); every reuse of a shared word is ordered by those barriers and by
+// each consumer's wgmma wait at the top of a pair. A missing b (odd tile count) skips its steps.
+__device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
+                                               RowState& rs, bool& bad_page) {
+  const uint32_t it0 = it;  // the segment's first tile in the CTA's sequence
+  float s[32];
+  if (v.me < v.tiles) {  // S of this consumer's first tile
+    const KSlot k(it0 + v.me);
+    issue_qk(sm, k.stage, k.parity, s);
+  }
+  wgmma_wait<0>();
+  fence_operands(s);
+  if (v.me < v.tiles) mbarrier_arrive(&sm.k_empty[KSlot(it0 + v.me).stage]);
+
+  for (int j = 0; j < v.tiles; j += 2) {
+    const bool has_b = j + 1 < v.tiles;
+    const int block_a = v.seg.block_begin + j, block_b = block_a + 1;
+    const VtSlot vt_a(it0 + j), vt_b(it0 + j + 1);
+    note_bad_page(v, block_a, bad_page);
+    if (has_b) note_bad_page(v, block_b, bad_page);
+    if (v.me == 0) {
+      SoftmaxStep st = softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, rs, v.scale0, v.scale1);
+      write_row_state(sm.row_base, sm.row_scale, st, v.c, v.row0, v.row1);
+      named_barrier_wait(kFp8MathBarScale0, 256);
+      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
+      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
+      rescale_rows(o, st.alpha0, st.alpha1);
+      mbarrier_wait(&sm.vt_full[vt_a.stage][0], vt_a.parity);
+      issue_pv_rs(sm, vt_a.stage, 0, st.pa, o);
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbarrier_arrive(&sm.vt_empty[vt_a.stage][0]);
+      // b's base (a's again without b): P_a for consumer 1 and this consumer's O move to it.
+      named_barrier_wait(kFp8MathBarScale1, 256);
+      const float f0 = sm.row_scale_b[v.row0], f1 = sm.row_scale_b[v.row1];
+      rs.b0 = sm.row_base[v.row0];
+      rs.b1 = sm.row_base[v.row1];
+      scale_p_rows(st.pa, f0, f1);
+      store_p_tile(sm.p[0], st.pa, v.c, v.row0, v.row1);
+      fence_proxy_async();
+      named_barrier_wait(kFp8MathBarP0, 256);
+      rs.l0 *= f0;
+      rs.l1 *= f1;
+      rescale_rows(o, f0, f1);
+      if (has_b) {
+        mbarrier_wait(&sm.vt_full[vt_b.stage][0], vt_b.parity);
+        issue_pv_ss(sm, sm.p[1], vt_b.stage, 0, o);
+      }
+      const bool next = j + 2 < v.tiles;
+      if (next) {
+        const KSlot k(it0 + j + 2);
+        issue_qk(sm, k.stage, k.parity, s);
+        wgmma_wait<1>();  // P_b V_b is done
+      } else {
+        wgmma_wait<0>();
+      }
+      if (has_b) mbarrier_arrive(&sm.vt_empty[vt_b.stage][0]);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(s);
+      if (next) mbarrier_arrive(&sm.k_empty[KSlot(it0 + j + 2).stage]);
+    } else {
+      named_barrier_wait(kFp8MathBarScale0, 256);
+      RowState at_a;  // the rows' base after a, and a's alpha
+      at_a.b0 = sm.row_base[v.row0];
+      at_a.b1 = sm.row_base[v.row1];
+      float f0 = sm.row_scale[v.row0], f1 = sm.row_scale[v.row1];  // O1 and l1: from b - 2's base to this pair's last
+      SoftmaxStep st;
+      if (has_b) {
+        st = softmax_step(s, v.mask, block_b * Cfg::kTokens, v.c, at_a, v.scale0, v.scale1);
+        write_row_state(sm.row_base, sm.row_scale_b, st, v.c, v.row0, v.row1);
+        f0 *= st.alpha0;
+        f1 *= st.alpha1;
+        rs.b0 = st.b0;
+        rs.b1 = st.b1;
+        store_p_tile(sm.p[1], st.pa, v.c, v.row0, v.row1);  // P_b goes out with b's base
+        fence_proxy_async();
+      } else {
+        st.sum0 = st.sum1 = 0.f;
+        __syncwarp();  // the quad's reads above are done before lane 0 writes
+        if (v.c == 0) {
+          sm.row_scale_b[v.row0] = 1.f;
+          sm.row_scale_b[v.row1] = 1.f;
+        }
+        rs.b0 = at_a.b0;
+        rs.b1 = at_a.b1;
+      }
+      named_barrier_wait(kFp8MathBarScale1, 256);
+      rs.l0 = rs.l0 * f0 + st.sum0;
+      rs.l1 = rs.l1 * f1 + st.sum1;
+      rescale_rows(o, f0, f1);
+      if (has_b) {
+        mbarrier_wait(&sm.vt_full[vt_b.stage][1], vt_b.parity);
+        issue_pv_rs(sm, vt_b.stage, 1, st.pa, o);
+      }
+      named_barrier_wait(kFp8MathBarP0, 256);
+      mbarrier_wait(&sm.vt_full[vt_a.stage][1], vt_a.parity);
+      issue_pv_ss(sm, sm.p[0], vt_a.stage, 1, o);
+      if (has_b) {
+        wgmma_wait<1>();  // P_b V_b is done
+        mbarrier_arrive(&sm.vt_empty[vt_b.stage][1]);
+      }
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbarrier_arrive(&sm.vt_empty[vt_a.stage][1]);
+      const bool next = j + 3 < v.tiles;
+      if (next) {
+        const KSlot k(it0 + j + 3);
+        issue_qk(sm, k.stage, k.parity, s);
+      }
+      wgmma_wait<0>();
+      fence_operands(s);
+      if (next) mbarrier_arrive(&sm.k_empty[KSlot(it0 + j + 3).stage]);
+    }
+  }
+  it = it0 + v.tiles;
 }
 
 }  // namespace openmla::kernels::sm90::fp8_math
@@ -443,8 +636,8 @@ __device__ __forceinline__ void consume(Smem& sm, const Segment& seg, const Tile
 namespace openmla::kernels::sm90 {
 
 // T: the query / output type. The cache is per-tensor e4m3 (its scale is in p.softmax_scale,
-// p.scale_log2 and p.out_scale, as for the other kernels).
-template <typename T>
+// p.scale_log2 and p.out_scale, as for the other kernels). kSchedule: the consumers' schedule.
+template <typename T, WideSchedule kSchedule>
 __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     fp8_math_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
   using namespace fp8_math;
@@ -453,10 +646,15 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
+    for (int s = 0; s < Cfg::kKStages; ++s) {
       mbarrier_init(&sm.k_full[s], 1);
-      mbarrier_init(&sm.vt_full[s], Cfg::kTransposeThreads);
-      mbarrier_init(&sm.empty[s], Cfg::kConsumers * 128);
+      mbarrier_init(&sm.k_empty[s], 128 + Cfg::kTransposeWarps);
+    }
+    for (int s = 0; s < Cfg::kVtStages; ++s) {
+      for (int h = 0; h < Cfg::kConsumers; ++h) {
+        mbarrier_init(&sm.vt_full[s][h], Cfg::kVtHalfWriters);
+        mbarrier_init(&sm.vt_empty[s][h], 128);
+      }
     }
     fence_barrier_init();
   }
@@ -506,8 +704,13 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    consume(sm, seg, mask, tiles, me, c, row0, row1, scale0, scale1, it, o, rs,
-            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+    const ConsumerView view{seg,  mask,   tiles,  me, c, row0, row1, scale0, scale1,
+                            p.block_table + req * p.block_table_stride, p.num_pages};
+    if constexpr (kSchedule == WideSchedule::kSeesaw) {
+      consume_seesaw(sm, view, it, o, rs, bad_page);
+    } else {
+      consume_alternating(sm, view, it, o, rs, bad_page);
+    }
 
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.
     constexpr float kLn2 = 0.6931471805599453f;
