@@ -195,7 +195,7 @@ struct RingSlot {
 using KSlot = RingSlot<Cfg::kKStages>;
 using VtSlot = RingSlot<Cfg::kVtStages>;
 
-// Copy-issuing thread: one page as stored into a K stage (9 boxes on k_full). A bad page id is never a
+// Copy-issuing thread: one page as stored into a K stage (one copy, 9 sub-tiles, on k_full). A bad page id is never a
 // coordinate: recorded, the barrier completes without data, the consumers poison the segment.
 __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const CUtensorMap* map, int stage, int page,
                                           uint64_t policy) {
@@ -207,9 +207,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const
     return;
   }
   mbarrier_arrive_expect_tx(bar, Cfg::kPageBytes);
-#pragma unroll
-  for (int box = 0; box < Cfg::kBoxes; ++box)
-    tma_load_3d(sm.k[stage] + box * Cfg::kBoxBytes, map, box * Cfg::kBoxDims, 0, page, bar, policy);
+  tma_load_4d(sm.k[stage], map, 0, 0, 0, page, bar, policy);
 }
 
 // The producer warpgroup. Warp w writes dims [128 w, 128 w + 128) of each page's V^T, that is half

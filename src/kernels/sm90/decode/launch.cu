@@ -105,11 +105,25 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
   return cudaErrorInvalidValue;
 }
 
-// The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored in boxes of 64 B x 64 tokens
-// with the 64-B swizzle, the K-major layout of its e4m3 wgmma operands.
+// The FP8-math kernel's map (fp8_math_config.h): a page as stored, in one copy: dims (64 B of a
+// chunk, 64 tokens, 9 chunks of 64 B, pages), so that one box lands as 9 sub-tiles of 64 tokens x 64 B
+// with the 64-B swizzle, the K-major layout of its e4m3 wgmma operands. (Nine copies of one sub-tile
+// each took the issuing thread ~1,200 clocks per page: bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
 cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
-  return encode_map(p, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, kHeadDimQK, Fp8MathConfig::kBoxDims,
-                    CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
+  auto encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  constexpr uint64_t kChunk = Fp8MathConfig::kBoxDims, kToken = kHeadDimQK;
+  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : kToken * kPageTokens;
+  const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens), static_cast<cuuint64_t>(Fp8MathConfig::kBoxes),
+                              static_cast<cuuint64_t>(p.num_pages)};
+  const cuuint64_t strides[3] = {kToken, kChunk, page_stride};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(kPageTokens),
+                             static_cast<cuuint32_t>(Fp8MathConfig::kBoxes), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(&maps->kv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<uint8_t*>(p.kv), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
