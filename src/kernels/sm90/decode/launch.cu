@@ -114,8 +114,8 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
   if (encode == nullptr) return cudaErrorNotSupported;
   constexpr uint64_t kChunk = Fp8MathConfig::kBoxDims, kToken = kHeadDimQK;
   const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : kToken * kPageTokens;
-  const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens), static_cast<cuuint64_t>(Fp8MathConfig::kBoxes),
-                              static_cast<cuuint64_t>(p.num_pages)};
+  const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens),
+                              static_cast<cuuint64_t>(Fp8MathConfig::kBoxes), static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[3] = {kToken, kChunk, page_stride};
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(kPageTokens),
                              static_cast<cuuint32_t>(Fp8MathConfig::kBoxes), 1};
