@@ -616,9 +616,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
     constexpr uint32_t kRopeBytes = kKind == kKvDsMla ? Cfg::kBoxBytes : 0;
     mbarrier_arrive_expect_tx(bar, L::kExpandedBoxes * L::kRawBoxBytes + L::kScalesBytes + kRopeBytes);
     if constexpr (L::kHasScales) tma_load_3d(dst + L::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
-#pragma unroll
-    for (int box = 0; box < L::kExpandedBoxes; ++box)
-      tma_load_3d(dst + L::kRawOffset + box * L::kRawBoxBytes, &maps.kv, box * 64, 0, page, bar, policy);
+    tma_load_4d(dst + L::kRawOffset, &maps.kv, 0, 0, 0, page, bar, policy);  // kExpandedBoxes sub-tiles, one copy
     if constexpr (kKind == kKvDsMla)
       tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
   }

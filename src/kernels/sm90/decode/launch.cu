@@ -54,6 +54,30 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// A page of an FP8 cache as `chunks` boxes of 64 B x 64 tokens, in one copy: dims (64 B of a chunk,
+// 64 tokens, chunks, pages) with strides (row_bytes, 64 B, page stride), so that one box lands as the
+// chunks' 4-KB sub-tiles back to back. The chunk dimension has the smaller stride, which the driver
+// accepts. (Nine copies of one sub-tile each took the issuing thread ~1,200 clocks per page:
+// bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
+cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chunks, CUtensorMapSwizzle swizzle,
+                                   CUtensorMap* map) {
+  auto encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  constexpr cuuint64_t kChunk = 64;
+  const uint64_t page_stride =
+      p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : static_cast<uint64_t>(row_bytes) * kPageTokens;
+  const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens), static_cast<cuuint64_t>(chunks),
+                              static_cast<cuuint64_t>(p.num_pages)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(row_bytes), kChunk, page_stride};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(kPageTokens),
+                             static_cast<cuuint32_t>(chunks), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<uint8_t*>(p.kv), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // The wide kernel's Q map (kernel.cuh, issue_q_load): dims (576, h_q, s_q, b) with the query's strides,
 // boxes of 64 dims x one m-tile (64 rows: h_q heads x 64 / h_q tokens below 64 heads, else 64 heads x 1),
 // SW128 like the KV tiles. Rows past s_q * h_q are out of bounds and land as zeros. A dimension of size
@@ -93,10 +117,11 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
                         2, kHeadDimQK, WideConfig::kBoxDims, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv,
                         p.rows <= kKvNoPromotionMaxRows ? CU_TENSOR_MAP_L2_PROMOTION_NONE
                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
-    case KVFormat::kFP8E4M3:
-      return encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
-    case KVFormat::kFP8DsMla: {
-      cudaError_t e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+    case KVFormat::kFP8E4M3:  // the page as stored, in one copy (fp8_stage.cuh)
+      return encode_page_chunks_map(p, kHeadDimQK, kHeadDimQK / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+    case KVFormat::kFP8DsMla: {  // the 512 latent bytes in one copy, the scales and the rope in one each
+      cudaError_t e =
+          encode_page_chunks_map(p, kDsMlaBytesPerToken, kHeadDimV / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
       if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 16, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->scales);
       if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->rope);
       return e;
@@ -105,25 +130,10 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
   return cudaErrorInvalidValue;
 }
 
-// The FP8-math kernel's map (fp8_math_config.h): a page as stored, in one copy: dims (64 B of a
-// chunk, 64 tokens, 9 chunks of 64 B, pages), so that one box lands as 9 sub-tiles of 64 tokens x 64 B
-// with the 64-B swizzle, the K-major layout of its e4m3 wgmma operands. (Nine copies of one sub-tile
-// each took the issuing thread ~1,200 clocks per page: bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
+// The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored, 9 sub-tiles with the 64-B
+// swizzle, the K-major layout of its e4m3 wgmma operands.
 cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
-  auto encode = encode_tiled();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  constexpr uint64_t kChunk = Fp8MathConfig::kBoxDims, kToken = kHeadDimQK;
-  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : kToken * kPageTokens;
-  const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens),
-                              static_cast<cuuint64_t>(Fp8MathConfig::kBoxes), static_cast<cuuint64_t>(p.num_pages)};
-  const cuuint64_t strides[3] = {kToken, kChunk, page_stride};
-  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(kPageTokens),
-                             static_cast<cuuint32_t>(Fp8MathConfig::kBoxes), 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(&maps->kv, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<uint8_t*>(p.kv), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_page_chunks_map(p, kHeadDimQK, Fp8MathConfig::kBoxes, CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
 }
 
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
