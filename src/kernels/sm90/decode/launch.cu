@@ -54,16 +54,16 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// A page of an FP8 cache as `chunks` boxes of 64 B x 64 tokens, in one copy: dims (64 B of a chunk,
-// 64 tokens, chunks, pages) with strides (row_bytes, 64 B, page stride), so that one box lands as the
-// chunks' 4-KB sub-tiles back to back. The chunk dimension has the smaller stride, which the driver
+// A page of an FP8 cache as `chunks` boxes of chunk_bytes x 64 tokens, in one copy: dims (chunk_bytes,
+// 64 tokens, chunks, pages) with strides (row_bytes, chunk_bytes, page stride), so that one box lands as
+// the chunks' sub-tiles back to back. The chunk dimension has the smaller stride, which the driver
 // accepts. (Nine copies of one sub-tile each took the issuing thread ~1,200 clocks per page:
 // bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
-cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chunks, CUtensorMapSwizzle swizzle,
-                                   CUtensorMap* map) {
+cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chunk_bytes, int chunks,
+                                   CUtensorMapSwizzle swizzle, CUtensorMap* map) {
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
-  constexpr cuuint64_t kChunk = 64;
+  const cuuint64_t kChunk = static_cast<cuuint64_t>(chunk_bytes);
   const uint64_t page_stride =
       p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : static_cast<uint64_t>(row_bytes) * kPageTokens;
   const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens), static_cast<cuuint64_t>(chunks),
@@ -118,10 +118,10 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
                         p.rows <= kKvNoPromotionMaxRows ? CU_TENSOR_MAP_L2_PROMOTION_NONE
                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     case KVFormat::kFP8E4M3:  // the page as stored, in one copy (fp8_stage.cuh)
-      return encode_page_chunks_map(p, kHeadDimQK, kHeadDimQK / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+      return encode_page_chunks_map(p, kHeadDimQK, 64, kHeadDimQK / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
     case KVFormat::kFP8DsMla: {  // the 512 latent bytes in one copy, the scales and the rope in one each
       cudaError_t e =
-          encode_page_chunks_map(p, kDsMlaBytesPerToken, kHeadDimV / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
+          encode_page_chunks_map(p, kDsMlaBytesPerToken, 64, kHeadDimV / 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->kv);
       if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 16, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->scales);
       if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kDsMlaBytesPerToken, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->rope);
       return e;
@@ -133,7 +133,8 @@ cudaError_t encode_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* m
 // The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored, 9 sub-tiles with the 64-B
 // swizzle, the K-major layout of its e4m3 wgmma operands.
 cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
-  return encode_page_chunks_map(p, kHeadDimQK, Fp8MathConfig::kBoxes, CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
+  return encode_page_chunks_map(p, kHeadDimQK, Fp8MathConfig::kBoxDims, Fp8MathConfig::kBoxes,
+                                CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
 }
 
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
@@ -142,7 +143,8 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (format == KVFormat::kFP8E4M3) {
-    cudaError_t e = encode_map(p, kBytes, 1, kHeadDimQK, 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
+    // The latent in one copy (4 boxes of 128 B x 64 tokens, SW128), the rope in another.
+    cudaError_t e = encode_page_chunks_map(p, kHeadDimQK, 128, kHeadDimV / 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
     if (e == cudaSuccess) e = encode_map(p, kBytes, 1, kHeadDimQK, 64, CU_TENSOR_MAP_SWIZZLE_NONE, &maps->rope);
     return e;
   }

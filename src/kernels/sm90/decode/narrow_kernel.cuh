@@ -521,9 +521,8 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   mbarrier_arrive_expect_tx(bar, Page::kBytes);
   uint8_t* dst = sm.kv[stage];
   if constexpr (Page::kSwizzled) {
-#pragma unroll
-    for (int b = 0; b < Page::kLatentBoxes; ++b)
-      tma_load_3d(dst + b * Page::kLatentBoxBytes, &maps.kv, b * 128, 0, page, bar, policy);
+    static_assert(Page::kLatentBoxes * 128 == kHeadDimV, "the latent map's chunks (launch.cu)");
+    tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the kLatentBoxes boxes, one copy
     tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
   } else {
     tma_load_3d(dst, &maps.kv, 0, 0, page, bar, policy);
