@@ -62,8 +62,9 @@ inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, 0, false, true};
 inline constexpr Sm90Schedule kSm90Narrow16{16, 2, 1, false, false};
 inline constexpr Sm90Schedule kSm90Narrow16Split{16, 2, 2, false, false};
 inline constexpr Sm90Schedule kSm90Narrow32{32, 1, 2, false, false};
-inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, false};
-inline constexpr Sm90Schedule kSm90WideFp8MathSeesaw{64, 1, 0, true, true};
+// FP8 math runs the seesaw at every row count: 1.00-1.05x the alternating form below 128 rows
+// (bench/results/2026-12-02-h200-fp8-math-one-copy.md, run 10), which it replaced.
+inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, true};
 // Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
 // from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
 inline constexpr int kSm90SeesawMinRows = 128;

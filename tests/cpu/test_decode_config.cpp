@@ -93,9 +93,10 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
            s.seesaw == want.seesaw;
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow; its
-  // consumers run the seesaw from kSm90SeesawMinRows rows, as the 16-bit caches' do.
+  // consumers run the seesaw at every row count.
   for (int rows : {8, 16, 64, 127, 128, 2048}) {
-    const Sm90Schedule want = rows >= kSm90SeesawMinRows ? kSm90WideFp8MathSeesaw : kSm90WideFp8Math;
+    const Sm90Schedule want = kSm90WideFp8Math;
+    EXPECT_TRUE(want.seesaw);
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), want));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), want));
     EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);

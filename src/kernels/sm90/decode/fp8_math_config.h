@@ -1,7 +1,7 @@
 // Configuration of the sm90a FP8-math decode kernel (opt-in, per-tensor e4m3 caches only): the wide
 // kernel's layout of work (64 query rows per CTA, a producer warpgroup and two consumers that split
-// O's 512 columns) and its two consumer schedules (alternating owners; the seesaw from
-// kSm90SeesawMinRows rows), with both products on e4m3 wgmma:
+// O's 512 columns) and its seesaw schedule (pairs of tiles; at every row count), with both products on
+// e4m3 wgmma:
 //   S = Q K^T: Q quantized to e4m3 per query row (power-of-two scale), K as copied (TMA, SW64);
 //   O += P V:  P in e4m3 (x 256), V^T written by the producer warps (8-bit wgmma reads K-major B only).
 // K and V^T live in separate rings: a page as copied is needed only until its S and its
@@ -44,7 +44,6 @@ struct Fp8MathConfig {
 // Named barrier ids (0 is __syncthreads); the same roles as the wide kernel's.
 enum Fp8MathBarrier : int {
   kFp8MathBarConsumers = 1,  // both consumer warpgroups (256 threads)
-  kFp8MathBarPReady = 2,     // alternating: the owner of a tile published P, its row base and alpha (256)
   // Seesaw handoffs, met by both consumers in this order every pair (256 each).
   kFp8MathBarScale0 = 3,  // consumer 0 published tile a's base and alpha
   kFp8MathBarScale1 = 4,  // consumer 1 published tile b's base and alpha, and stored P_b
@@ -55,12 +54,12 @@ struct alignas(1024) Fp8MathSharedStorage {
   uint8_t q[Fp8MathConfig::kPageBytes];                           // Q e4m3: 9 boxes of 64 rows x 64 B, SW64
   uint8_t k[Fp8MathConfig::kKStages][Fp8MathConfig::kPageBytes];  // pages as stored: 9 boxes of 64 tokens x 64 B, SW64
   uint8_t vt[Fp8MathConfig::kVtStages][Fp8MathConfig::kVtBytes];   // V^T: 512 rows (dims) x 64 B (tokens), SW64
-  // P e4m3, 64 rows x 64 B, SW64: [0] the alternating schedule's and the seesaw's P_a, [1] the seesaw's P_b.
+  // P e4m3, 64 rows x 64 B, SW64: [0] P_a, [1] P_b.
   uint8_t p[2][Fp8MathConfig::kRows * Fp8MathConfig::kTokens];
   float q_scale[Fp8MathConfig::kRows];  // per query row: Q = q_e4m3 * q_scale (a power of two)
   float row_base[Fp8MathConfig::kRows];   // running exponent base (log2 units, an integer)
   float row_scale[Fp8MathConfig::kRows];  // its rescale factor alpha (a power of two)
-  float row_scale_b[Fp8MathConfig::kRows];  // seesaw: alpha of tile b (consumer 1's step)
+  float row_scale_b[Fp8MathConfig::kRows];  // alpha of tile b (consumer 1's step)
   float row_sum[Fp8MathConfig::kConsumers][Fp8MathConfig::kRows];
   uint64_t k_full[Fp8MathConfig::kKStages];   // the page landed (or was skipped)
   // The page's S (128 arrivals: the tile's owner) and its transposition (one per producer warp) are done.

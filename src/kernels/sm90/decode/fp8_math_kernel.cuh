@@ -1,7 +1,7 @@
 // sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): fp8_math_config.h.
 //
-// The wide kernel's consumer schedules (kernel.cuh: alternating owners, one tile in flight; the seesaw,
-// pairs of tiles, from kSm90SeesawMinRows rows) and a producer warpgroup, with both products on e4m3
+// The wide kernel's seesaw (kernel.cuh: pairs of tiles; here at every row count, since session 24) and
+// a producer warpgroup, with both products on e4m3
 // wgmma (k = 32, twice the bf16 rate, half the operand bytes); the page as copied and its V^T live in
 // separate rings (fp8_math_config.h):
 //   - Q: each query row quantized once per segment to e4m3 with its own power-of-two scale
@@ -436,7 +436,7 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[2][4], float f0, flo
   }
 }
 
-// What both schedules pass around: the segment, this thread's place, and where its state lives.
+// What the consumers pass around: the segment, this thread's place, and where its state lives.
 struct ConsumerView {
   const Segment& seg;
   const TileMask& mask;
@@ -450,57 +450,6 @@ struct ConsumerView {
 __device__ __forceinline__ void note_bad_page(const ConsumerView& v, int block, bool& bad_page) {
   const int page = v.page_ids[block];
   bad_page |= page < 0 || page >= v.num_pages;
-}
-
-// The alternating schedule: one tile at a time; the owner (consumer j % 2) computes S and P, both
-// multiply P by their half of V^T. The owner gives the page back as soon as its S is done, each
-// consumer its V^T half after its PV.
-__device__ __forceinline__ void consume_alternating(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
-                                                    RowState& rs, bool& bad_page) {
-  for (int j = 0; j < v.tiles; ++j, ++it) {
-    const int block = v.seg.block_begin + j;
-    const KSlot k(it);
-    const VtSlot vt(it);
-    const bool own = (j & 1) == v.me;
-    wgmma_wait<0>();
-    fence_operands(o);
-    if (j > 0) mbarrier_arrive(&sm.vt_empty[VtSlot(it - 1).stage][v.me]);
-    note_bad_page(v, block, bad_page);
-
-    SoftmaxStep st;
-    if (own) {
-      float s[32];
-      issue_qk(sm, k.stage, k.parity, s);
-      wgmma_wait<0>();
-      fence_operands(s);
-      mbarrier_arrive(&sm.k_empty[k.stage]);
-      st = softmax_step(s, v.mask, block * Cfg::kTokens, v.c, rs, v.scale0, v.scale1);
-      store_p_tile(sm.p[0], st.pa, v.c, v.row0, v.row1);
-      write_row_state(sm.row_base, sm.row_scale, st, v.c, v.row0, v.row1);
-      fence_proxy_async();  // P is read by the other consumer's wgmma
-    }
-    named_barrier_sync(kFp8MathBarPReady, 256);
-    mbarrier_wait(&sm.vt_full[vt.stage][v.me], vt.parity);
-    if (own) {
-      rs.b0 = st.b0;
-      rs.b1 = st.b1;
-      rs.l0 = rs.l0 * st.alpha0 + st.sum0;
-      rs.l1 = rs.l1 * st.alpha1 + st.sum1;
-      rescale_rows(o, st.alpha0, st.alpha1);
-      issue_pv_rs(sm, vt.stage, v.me, st.pa, o);
-    } else {
-      const float alpha0 = sm.row_scale[v.row0], alpha1 = sm.row_scale[v.row1];
-      rs.b0 = sm.row_base[v.row0];
-      rs.b1 = sm.row_base[v.row1];
-      rs.l0 *= alpha0;
-      rs.l1 *= alpha1;
-      rescale_rows(o, alpha0, alpha1);
-      issue_pv_ss(sm, sm.p[0], vt.stage, v.me, o);
-    }
-  }
-  wgmma_wait<0>();
-  fence_operands(o);
-  if (v.tiles > 0) mbarrier_arrive(&sm.vt_empty[VtSlot(it - 1).stage][v.me]);
 }
 
 // The seesaw (FlashMLA's schedule, as in kernel.cuh's consume_seesaw): tiles in pairs (a, b) = (j, j + 1);
@@ -634,8 +583,8 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
 namespace openmla::kernels::sm90 {
 
 // T: the query / output type. The cache is per-tensor e4m3 (its scale is in p.softmax_scale,
-// p.scale_log2 and p.out_scale, as for the other kernels). kSchedule: the consumers' schedule.
-template <typename T, WideSchedule kSchedule>
+// p.scale_log2 and p.out_scale, as for the other kernels).
+template <typename T>
 __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     fp8_math_decode_kernel(const DecodeParams p, const __grid_constant__ CUtensorMap kv_map) {
   using namespace fp8_math;
@@ -704,11 +653,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     bool bad_page = false;
     const ConsumerView view{seg,  mask,   tiles,  me, c, row0, row1, scale0, scale1,
                             p.block_table + req * p.block_table_stride, p.num_pages};
-    if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      consume_seesaw(sm, view, it, o, rs, bad_page);
-    } else {
-      consume_alternating(sm, view, it, o, rs, bad_page);
-    }
+    consume_seesaw(sm, view, it, o, rs, bad_page);
 
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.
     constexpr float kLn2 = 0.6931471805599453f;

@@ -8,39 +8,28 @@
 
 namespace openmla::kernels::sm90 {
 
-template <typename T, WideSchedule kSchedule>
-cudaError_t prepare_fp8_math_kernel() {
+template <typename T>
+cudaError_t prepare_fp8_math_decode_kernel() {
   // setmaxnreg.inc waits for registers that setmaxnreg.dec released: refuse a budget the launch's
   // register count cannot pay (it would hang).
   cudaFuncAttributes attributes{};
-  if (const cudaError_t e = cudaFuncGetAttributes(&attributes, fp8_math_decode_kernel<T, kSchedule>); e != cudaSuccess)
-    return e;
+  if (const cudaError_t e = cudaFuncGetAttributes(&attributes, fp8_math_decode_kernel<T>); e != cudaSuccess) return e;
   if (Fp8MathConfig::kProducerRegs + Fp8MathConfig::kConsumers * Fp8MathConfig::kConsumerRegs >
       (1 + Fp8MathConfig::kConsumers) * attributes.numRegs)
     return cudaErrorInvalidConfiguration;
-  return cudaFuncSetAttribute(fp8_math_decode_kernel<T, kSchedule>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(fp8_math_decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(kFp8MathSmemBytes));
 }
 
 template <typename T>
-cudaError_t prepare_fp8_math_decode_kernel() {
-  if (const cudaError_t e = prepare_fp8_math_kernel<T, WideSchedule::kAlternating>(); e != cudaSuccess) return e;
-  return prepare_fp8_math_kernel<T, WideSchedule::kSeesaw>();
-}
-
-template <typename T>
-cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool seesaw, bool programmatic,
-                                cudaStream_t stream) {
+cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + Fp8MathConfig::kRows - 1) / Fp8MathConfig::kRows, p.num_parts);
-  if (seesaw)
-    return launch_kernel(fp8_math_decode_kernel<T, WideSchedule::kSeesaw>, grid, Fp8MathConfig::kThreads,
-                         kFp8MathSmemBytes, stream, programmatic, p, maps.kv);
-  return launch_kernel(fp8_math_decode_kernel<T, WideSchedule::kAlternating>, grid, Fp8MathConfig::kThreads,
-                       kFp8MathSmemBytes, stream, programmatic, p, maps.kv);
+  return launch_kernel(fp8_math_decode_kernel<T>, grid, Fp8MathConfig::kThreads, kFp8MathSmemBytes, stream,
+                       programmatic, p, maps.kv);
 }
 
 #define OPENMLA_INSTANTIATE_SM90_FP8_MATH(T)                                                               \
-  template cudaError_t run_fp8_math_decode<T>(const DecodeParams&, const TensorMaps&, bool, bool, cudaStream_t); \
+  template cudaError_t run_fp8_math_decode<T>(const DecodeParams&, const TensorMaps&, bool, cudaStream_t); \
   template cudaError_t prepare_fp8_math_decode_kernel<T>();
 
 }  // namespace openmla::kernels::sm90

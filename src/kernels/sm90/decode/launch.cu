@@ -180,9 +180,7 @@ static_assert(detail::kSm90Narrow16Split.rows_per_cta == sm90::NarrowConfig<16, 
               detail::kSm90Narrow16Split.ctas_per_sm == sm90::NarrowConfig<16, 2>::kCtasPerSm &&
               detail::kSm90Narrow16Split.narrow_producer_warps == sm90::NarrowConfig<16, 2>::kProducerWarps);
 static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
-              detail::kSm90WideFp8Math.ctas_per_sm == 1);
-static_assert(detail::kSm90WideFp8MathSeesaw.rows_per_cta == sm90::Fp8MathConfig::kRows &&
-              detail::kSm90WideFp8MathSeesaw.ctas_per_sm == 1 && detail::kSm90WideFp8MathSeesaw.seesaw);
+              detail::kSm90WideFp8Math.ctas_per_sm == 1 && detail::kSm90WideFp8Math.seesaw);
 static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
               detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm &&
               detail::kSm90Narrow32.narrow_producer_warps == sm90::NarrowConfig<32>::kProducerWarps);
@@ -239,8 +237,8 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
   if (schedule.fp8_math) {
     if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
     if (const cudaError_t e = sm90::encode_fp8_math_kv_map(p, &maps); e != cudaSuccess) return e;
-    return q_is_bf16 ? sm90::run_fp8_math_decode<__nv_bfloat16>(p, maps, schedule.seesaw, programmatic, stream)
-                     : sm90::run_fp8_math_decode<__half>(p, maps, schedule.seesaw, programmatic, stream);
+    return q_is_bf16 ? sm90::run_fp8_math_decode<__nv_bfloat16>(p, maps, programmatic, stream)
+                     : sm90::run_fp8_math_decode<__half>(p, maps, programmatic, stream);
   }
   cudaError_t e =
       schedule.narrow() ? sm90::encode_narrow_kv_maps(p, format, &maps) : sm90::encode_kv_maps(p, format, &maps);

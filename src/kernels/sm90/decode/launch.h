@@ -28,8 +28,7 @@ cudaError_t prepare_narrow_decode_kernel();
 // The FP8-math kernel (fp8_math_kernel.cuh; per-tensor e4m3 caches): grid (m_tiles of 64 rows,
 // p.num_parts), the `kv` map of encode_fp8_math_kv_map (launch.cu). T: the query type.
 template <typename T>
-cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool seesaw, bool programmatic,
-                                cudaStream_t stream);
+cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);
 template <typename T>
 cudaError_t prepare_fp8_math_decode_kernel();
 
