@@ -1,9 +1,8 @@
 // sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): fp8_math_config.h.
 //
-// The wide kernel's seesaw (kernel.cuh: pairs of tiles; here at every row count, since session 24) and
-// a producer warpgroup, with both products on e4m3
-// wgmma (k = 32, twice the bf16 rate, half the operand bytes); the page as copied and its V^T live in
-// separate rings (fp8_math_config.h):
+// The wide kernel's seesaw (kernel.cuh: pairs of tiles; here at every row count) and a producer
+// warpgroup, with both products on e4m3 wgmma (k = 32, twice the bf16 rate, half the operand bytes);
+// the page as copied and its V^T live in separate rings (fp8_math_config.h):
 //   - Q: each query row quantized once per segment to e4m3 with its own power-of-two scale
 //     (fp8_math_query_exponent: the smallest 2^e with amax <= 448 * 2^e); S is scaled back by it.
 //   - S = Q K^T reads the page as copied (TMA, 64-B swizzle: K-major for both operands).
@@ -195,8 +194,9 @@ struct RingSlot {
 using KSlot = RingSlot<Cfg::kKStages>;
 using VtSlot = RingSlot<Cfg::kVtStages>;
 
-// Copy-issuing thread: one page as stored into a K stage (one copy, 9 sub-tiles, on k_full). A bad page id is never a
-// coordinate: recorded, the barrier completes without data, the consumers poison the segment.
+// Copy-issuing thread: one page as stored into a K stage (one copy of 9 sub-tiles, on k_full). A bad
+// page id is never a coordinate: recorded, the barrier completes without data, the consumers poison
+// the segment.
 __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const CUtensorMap* map, int stage, int page,
                                           uint64_t policy) {
   const bool valid = page >= 0 && page < p.num_pages;
@@ -221,7 +221,8 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const
 // warp, polling between its steps, left the ring short (consumer 0 waited for V^T); a polling loop
 // instead of the blocking waits took issue slots from the consumers (0.72-0.93x); trying slots without
 // blocking issued too late (0.85-0.93x); page it + 3 into page it's own slot (blocking on its S)
-// measured the same as this.
+// measured the same as this. Since a page is one copy (session 24), the issuer's warp no longer matters
+// (warp 0 or 1: 0.99-1.05x; bench/results/2026-12-02-h200-fp8-math-one-copy.md).
 __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& part, int part_idx, Smem& sm,
                                         const CUtensorMap* map) {
   static_assert(Cfg::kKStages >= 3, "page it + 2 goes into the slot of page it - 1");
