@@ -94,8 +94,7 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
                                   Fp8Math math) noexcept {
   if (math != Fp8Math::kOff) {
     const bool runs = format == KVFormat::kFP8E4M3 && (requested_rows == 0 || requested_rows == 64);
-    if (!runs) return Sm90Schedule{};
-    return kSm90WideFp8Math;  // the seesaw at every row count
+    return runs ? kSm90WideFp8Math : Sm90Schedule{};
   }
   // ds_mla's rope is bf16, and the narrow kernel multiplies it with the query as stored.
   const bool narrow_format = format == KVFormat::kFP8E4M3 || (format == KVFormat::kFP8DsMla && q_is_bf16);

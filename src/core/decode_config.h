@@ -44,8 +44,8 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 // (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
 // kSm90SeesawMinRows query rows per request, where the tensor cores bound the time (FP8 caches expand
 // each page in place into a whole stage, which the seesaw releases in halves: 1.36-1.42x slower). The
-// FP8-math kernel runs the seesaw from the same row count (its pages and V^T have separate rings:
-// 1.03-1.11x over its alternating schedule, bench/results/2026-12-02-h200-fp8-math-seesaw.md).
+// FP8-math kernel runs the seesaw at every row count (its pages and V^T have separate rings; see
+// kSm90WideFp8Math).
 // narrow_producer_warps: 0 for the wide kernel; the narrow kernel's producer, one warp copying and
 // finishing the pages or two (one copies, one finishes: the 32-row form, and ds_mla at 16 rows from
 // kSm90Narrow16SplitMinBatch).
@@ -83,8 +83,8 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 // otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta. The 16-row narrow
 // kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
-// math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64 (its seesaw from
-// kSm90SeesawMinRows rows).
+// math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64 (its seesaw at
+// every row count).
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 

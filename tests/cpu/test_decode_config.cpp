@@ -94,11 +94,10 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow; its
   // consumers run the seesaw at every row count.
+  EXPECT_TRUE(kSm90WideFp8Math.seesaw);
   for (int rows : {8, 16, 64, 127, 128, 2048}) {
-    const Sm90Schedule want = kSm90WideFp8Math;
-    EXPECT_TRUE(want.seesaw);
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), want));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), want));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
     EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla})
       EXPECT_EQ(choose_sm90_schedule(f, true, rows, 1, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);

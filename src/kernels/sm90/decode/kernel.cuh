@@ -616,7 +616,11 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
     constexpr uint32_t kRopeBytes = kKind == kKvDsMla ? Cfg::kBoxBytes : 0;
     mbarrier_arrive_expect_tx(bar, L::kExpandedBoxes * L::kRawBoxBytes + L::kScalesBytes + kRopeBytes);
     if constexpr (L::kHasScales) tma_load_3d(dst + L::kScalesOffset, &maps.scales, kDsMlaScalesOffset, 0, page, bar, policy);
-    tma_load_4d(dst + L::kRawOffset, &maps.kv, 0, 0, 0, page, bar, policy);  // kExpandedBoxes sub-tiles, one copy
+    // kExpandedBoxes sub-tiles of 64 B x 64 tokens, one copy (encode_kv_maps: 576 / 64 chunks for e4m3, 512 / 64
+    // for the ds_mla latent).
+    static_assert(L::kRawBoxBytes == 64 * 64 && L::kExpandedBoxes * 64 == (kKind == kKvDsMla ? kHeadDimV : kHeadDimQK),
+                  "the page map's chunks (launch.cu)");
+    tma_load_4d(dst + L::kRawOffset, &maps.kv, 0, 0, 0, page, bar, policy);
     if constexpr (kKind == kKvDsMla)
       tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
   }

@@ -33,6 +33,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
+// The cache's page stride in bytes for a tensor map. With a single page it is never used (and not
+// validated); any legal value does, here `packed_bytes`, the page's own size.
+uint64_t map_page_stride(const DecodeParams& p, uint64_t packed_bytes) {
+  return p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : packed_bytes;
+}
+
 // One 3-D tensor map over the cache (token bytes, token in page, page): `row_elems` elements of
 // `type` per token row, boxes of (box_elems, 64 tokens, 1 page).
 cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem_bytes, int row_elems, int box_elems,
@@ -41,9 +47,7 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const uint64_t token_bytes = static_cast<uint64_t>(row_elems) * elem_bytes;
-  // With a single page the page stride is never used (and not validated); any legal value does.
-  const uint64_t page_stride =
-      p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : token_bytes * kPageTokens;
+  const uint64_t page_stride = map_page_stride(p, token_bytes * kPageTokens);
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(row_elems), static_cast<cuuint64_t>(kPageTokens),
                               static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[2] = {token_bytes, page_stride};
@@ -64,8 +68,7 @@ cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chu
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t kChunk = static_cast<cuuint64_t>(chunk_bytes);
-  const uint64_t page_stride =
-      p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : static_cast<uint64_t>(row_bytes) * kPageTokens;
+  const uint64_t page_stride = map_page_stride(p, static_cast<uint64_t>(row_bytes) * kPageTokens);
   const cuuint64_t dims[4] = {kChunk, static_cast<cuuint64_t>(kPageTokens), static_cast<cuuint64_t>(chunks),
                               static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(row_bytes), kChunk, page_stride};
@@ -153,7 +156,7 @@ cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, Tensor
   if (encode == nullptr) return cudaErrorNotSupported;
   constexpr uint64_t kPageBytes = NarrowPage<kKvDsMla>::kBytes;
   constexpr uint64_t kRows = kPageBytes / kNarrowCopyRowBytes;
-  const uint64_t page_stride = p.num_pages > 1 ? static_cast<uint64_t>(p.page_stride_bytes) : kPageBytes;
+  const uint64_t page_stride = map_page_stride(p, kPageBytes);
   const cuuint64_t dims[3] = {kNarrowCopyRowBytes, kRows, static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[2] = {kNarrowCopyRowBytes, page_stride};
   const cuuint32_t box[3] = {kNarrowCopyRowBytes, static_cast<cuuint32_t>(kRows), 1};
