@@ -1,0 +1,58 @@
+// How many thread-block clusters of a decode kernel's shape run at once: cudaOccupancyMaxActiveClusters for
+// cluster sizes 1, 2, 4 and 8 with one CTA per SM (384 threads and the FP8-math kernel's ~219 KB of dynamic
+// shared memory). It decides whether m-tile CTAs that read the same pages can be grouped into clusters (to share
+// the FP8-math kernel's V^T transposition through distributed shared memory, docs/hopper-kernel.md, "Where the
+// time goes", step 8) without leaving SMs idle: a GPC whose SM count is not a multiple of the cluster size
+// keeps the remainder idle, and a grid of more clusters than fit runs a second wave.
+// Result on the H200 (2026-12-02, bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 3): clusters of 2 use
+// all 132 SMs (66 at once); clusters of 4 and 8 only 120 (30 and 15 at once).
+// Built as build/openmla-cluster-occupancy (sm_90a); run by hand on the GPU.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+namespace {
+
+__global__ void cluster_shaped(int* out) {
+  extern __shared__ char smem[];
+  if (threadIdx.x == 0) {
+    smem[0] = 1;
+    out[blockIdx.x] = smem[0];
+  }
+}
+
+}  // namespace
+
+int main() {
+  constexpr int kThreads = 384;
+  constexpr int kSmemBytes = 219 * 1024;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  if (cudaFuncSetAttribute(cluster_shaped, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
+      cudaFuncSetAttribute(cluster_shaped, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    std::printf("CUDA setup failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  std::printf("%d SMs; %d threads and %d B of dynamic shared memory per CTA\n", sms, kThreads, kSmemBytes);
+  for (int size : {1, 2, 4, 8}) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(size * sms, 1, 1);
+    config.blockDim = dim3(kThreads, 1, 1);
+    config.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attribute = {};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = size;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, cluster_shaped, &config);
+    if (err != cudaSuccess) {
+      std::printf("cluster size %d: %s\n", size, cudaGetErrorString(err));
+      continue;
+    }
+    std::printf("cluster size %d: %d clusters at once = %d of %d SMs busy\n", size, clusters, clusters * size, sms);
+  }
+  return 0;
+}
