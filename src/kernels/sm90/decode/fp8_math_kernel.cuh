@@ -67,8 +67,12 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 // ---- Q: quantize once per segment ----------------------------------------------------------------
 
 // Q rows of this m-tile as e4m3 (row r over 4 threads, 18 chunks of 8 values each) and each row's
-// scale. Rows past s_q * h_q are zero. 256 consumer threads. Two passes over the row (max, then
-// convert; the second reads hit L1) so that no chunk is held across the reduction.
+// scale. Rows past s_q * h_q are zero. 256 consumer threads. One pass: a thread's 18 chunks are all in
+// flight at once (72 registers, at the segment's start, where the tile loop's are free), then the
+// quad's max and the conversion. The rows are in L2 by then (prefetch_q_l2, issued a segment ahead)
+// except for a part's first segment. Two passes over the row (max, then convert), six loads in flight
+// each, took 1.005-1.14x longer per call (b=128, s_q=2, h_q=128, 8K: 701.3 against 682.2 us;
+// bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 7).
 template <typename T>
 __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int m_tile, Smem& sm, int tid) {
   constexpr int kChunks = kHeadDimQK / 8;     // 72 chunks of 8 values (16 B)
@@ -81,36 +85,46 @@ __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int 
     const int qi = row / p.num_heads, head = row % p.num_heads;
     src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + q_offset(p, req, qi, head));
   }
-  float amax = 0.f;
-  if (valid) {
-#pragma unroll 6
-    for (int i = 0; i < kPerThread; ++i) {
-      const uint4 v = src[part + 4 * i];
-      const T* x = reinterpret_cast<const T*>(&v);
+  uint4 v[kPerThread];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(static_cast<float>(x[j])));
-    }
+  for (int i = 0; i < kPerThread; ++i) v[i] = valid ? src[part + 4 * i] : make_uint4(0, 0, 0, 0);
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const T* x = reinterpret_cast<const T*>(&v[i]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(static_cast<float>(x[j])));
   }
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
   const int e = detail::fp8_math_query_exponent(amax);
   const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);  // 2^-e, exact
   if (part == 0) sm.q_scale[r] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
-#pragma unroll 6
+  // Chunk part + 4i of the row (dims 8 (part + 4i) ..) lands in box i / 2, 16-B column part / 2 + 2 (i % 2),
+  // half part % 2: two addresses and constant offsets (computing each chunk's swizzled offset made ptxas
+  // hoist 18 of them out of the segment loop and spill them).
+  uint8_t* const dst0 = sm.q + sw64_offset(r, part / 2) + (part % 2) * 8;
+  uint8_t* const dst1 = sm.q + sw64_offset(r, part / 2 + 2) + (part % 2) * 8;
+#pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int chunk = part + 4 * i;  // dims 8 chunk .. + 8
-    uint2 w = make_uint2(0, 0);
-    if (valid) {
-      const uint4 v = src[chunk];
-      const T* x = reinterpret_cast<const T*>(&v);
-      w.x = e4m3x4(static_cast<float>(x[0]) * inv, static_cast<float>(x[1]) * inv, static_cast<float>(x[2]) * inv,
-                   static_cast<float>(x[3]) * inv);
-      w.y = e4m3x4(static_cast<float>(x[4]) * inv, static_cast<float>(x[5]) * inv, static_cast<float>(x[6]) * inv,
-                   static_cast<float>(x[7]) * inv);
-    }
-    const int box = chunk / 8, in_box = chunk % 8;  // 8 chunks of 8 B per 64-B row
-    *reinterpret_cast<uint2*>(sm.q + box * Cfg::kBoxBytes + sw64_offset(r, in_box / 2) + (in_box % 2) * 8) = w;
+    const T* x = reinterpret_cast<const T*>(&v[i]);
+    const uint2 w = make_uint2(
+        e4m3x4(static_cast<float>(x[0]) * inv, static_cast<float>(x[1]) * inv, static_cast<float>(x[2]) * inv,
+               static_cast<float>(x[3]) * inv),
+        e4m3x4(static_cast<float>(x[4]) * inv, static_cast<float>(x[5]) * inv, static_cast<float>(x[6]) * inv,
+               static_cast<float>(x[7]) * inv));
+    *reinterpret_cast<uint2*>((i % 2 ? dst1 : dst0) + (i / 2) * Cfg::kBoxBytes) = w;
   }
+}
+
+// Segment req's Q rows of this m-tile into L2, one bulk prefetch per row (64 threads), so that its
+// load_q_e4m3 a segment later reads L2 rather than HBM.
+template <typename T>
+__device__ __forceinline__ void prefetch_q_l2(const DecodeParams& p, int req, int m_tile, int tid) {
+  const int row = m_tile * Cfg::kRows + tid;
+  if (tid >= Cfg::kRows || row >= p.rows) return;
+  const T* src = static_cast<const T*>(p.q) + q_offset(p, req, row / p.num_heads, row % p.num_heads);
+  bulk_prefetch_l2(src, kHeadDimQK * sizeof(T));
 }
 
 // ---- producer: V^T ---------------------------------------------------------------------------
@@ -637,6 +651,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
       load_q_e4m3<T>(p, req, m_tile, sm, tid);
       fence_proxy_async();
     }
+    if (req < part.end_req) prefetch_q_l2<T>(p, req + 1, m_tile, tid);
     named_barrier_sync(kFp8MathBarConsumers, 256);
     // Scores in log2 units: S * q_scale * (softmax scale * kv scale * log2 e).
     const float scale0 = tiles > 0 ? sm.q_scale[row0] * p.scale_log2 : 0.f;
