@@ -71,7 +71,7 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 // flight at once (72 registers, at the segment's start, where the tile loop's are free), then the
 // quad's max and the conversion. The rows are in L2 by then (prefetch_q_l2, issued a segment ahead)
 // except for a part's first segment. Two passes over the row (max, then convert), six loads in flight
-// each, took 1.005-1.14x longer per call (b=128, s_q=2, h_q=128, 8K: 701.3 against 682.2 us;
+// each, took 1.004-1.14x longer per call (b=128, s_q=2, h_q=128, 8K: 701.3 against 682.2 us;
 // bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 7).
 template <typename T>
 __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int m_tile, Smem& sm, int tid) {
