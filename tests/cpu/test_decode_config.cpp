@@ -94,8 +94,8 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   };
   // FP8 math: per-tensor e4m3 only, the 64-row schedule (automatic or requested), never narrow; its
   // consumers run the seesaw at every row count.
-  EXPECT_TRUE(kSm90WideFp8Math.seesaw);
   for (int rows : {8, 16, 64, 127, 128, 2048}) {
+    EXPECT_TRUE(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv).seesaw) << rows;
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0, Fp8Math::kQkAndPv), kSm90WideFp8Math));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 64, Fp8Math::kQkAndPv), kSm90WideFp8Math));
     EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 16, Fp8Math::kQkAndPv).rows_per_cta, 0);

@@ -476,7 +476,7 @@ __device__ __forceinline__ void note_bad_page(const ConsumerView& v, int block, 
 // (the K ring is separate from V^T), so the next pair's S never waits for a PV. The handoffs are
 // rendezvous (`barrier.sync` on both sides) met in one order: Scale0, Scale1, P0. P_a and P_b have
 // their own tiles (p[0], p[1]); every reuse of a shared word is ordered by those barriers and by
-// each consumer's wgmma wait at the top of a pair. A missing b (odd tile count) skips its steps.
+// each consumer's wgmma wait at the end of each pair. A missing b (odd tile count) skips its steps.
 __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
                                                RowState& rs, bool& bad_page) {
   const uint32_t it0 = it;  // the segment's first tile in the CTA's sequence
