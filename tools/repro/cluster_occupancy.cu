@@ -1,8 +1,8 @@
 // How many thread-block clusters of a decode kernel's shape run at once: cudaOccupancyMaxActiveClusters for
-// cluster sizes 1, 2, 4 and 8 with one CTA per SM (384 threads and the FP8-math kernel's ~219 KB of dynamic
-// shared memory). It decides whether m-tile CTAs that read the same pages can be grouped into clusters (to share
-// the FP8-math kernel's V^T transposition through distributed shared memory, docs/hopper-kernel.md, "Where the
-// time goes", step 8) without leaving SMs idle: a GPC whose SM count is not a multiple of the cluster size
+// cluster sizes 1, 2, 4 and 8 with one CTA per SM (the FP8-math kernel's threads and dynamic shared memory,
+// from its config: 384 threads and 224,256 B when measured). It decides whether m-tile CTAs that read the same
+// pages can be grouped into clusters (to share the FP8-math kernel's V^T transposition through distributed shared
+// memory, docs/hopper-kernel.md, "Where the time goes", step 8) without leaving SMs idle: a GPC whose SM count is not a multiple of the cluster size
 // keeps the remainder idle, and a grid of more clusters than fit runs a second wave.
 // Result on the H200 (2026-12-02, bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 2): clusters of 2 use
 // all 132 SMs (66 at once); clusters of 4 and 8 only 120 (30 and 15 at once).
@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+
+#include "kernels/sm90/decode/fp8_math_config.h"
 
 namespace {
 
@@ -24,8 +26,8 @@ __global__ void cluster_shaped(int* out) {
 }  // namespace
 
 int main() {
-  constexpr int kThreads = 384;
-  constexpr int kSmemBytes = 219 * 1024;
+  constexpr int kThreads = openmla::kernels::sm90::Fp8MathConfig::kThreads;
+  constexpr int kSmemBytes = static_cast<int>(openmla::kernels::sm90::kFp8MathSmemBytes);
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   if (cudaFuncSetAttribute(cluster_shaped, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
