@@ -2,8 +2,9 @@
 // cluster sizes 1, 2, 4 and 8 with one CTA per SM (the FP8-math kernel's threads and dynamic shared memory,
 // from its config: 384 threads and 224,256 B when measured). It decides whether m-tile CTAs that read the same
 // pages can be grouped into clusters (to share the FP8-math kernel's V^T transposition through distributed shared
-// memory, docs/hopper-kernel.md, "Where the time goes", step 8) without leaving SMs idle: a GPC whose SM count is not a multiple of the cluster size
-// keeps the remainder idle, and a grid of more clusters than fit runs a second wave.
+// memory, docs/hopper-kernel.md, "Where the time goes", step 8) without leaving SMs idle: a GPC whose SM count
+// is not a multiple of the cluster size keeps the remainder idle, and a grid of more clusters than fit runs a
+// second wave.
 // Result on the H200 (2026-12-02, bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 2): clusters of 2 use
 // all 132 SMs (66 at once); clusters of 4 and 8 only 120 (30 and 15 at once).
 // Built as build/openmla-cluster-occupancy (sm_90a); run by hand on the GPU.
