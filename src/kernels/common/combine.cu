@@ -189,7 +189,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 
   if (writer) {
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    const int qi = row / p.num_heads, head = row % p.num_heads;
+    const auto [qi, head] = query_row(p, row);
     T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {

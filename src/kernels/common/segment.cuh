@@ -42,11 +42,21 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   return 0;
 }
 
-// Keys [0, limit) that query row `row` (= token * h_q + head) of a request may see: its whole
-// length, or under the causal mask up to its own token: seqlen - s_q + 1 + token.
+// Packed query row `row` = token * h_q + head of a request. h_q is one of 8..128, a power of two
+// (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiled to ~20 instructions per row,
+// and the sm90 epilogue stalled on them (bench/results/2026-12-02-h200-seesaw-experiments.md, run 9).
+struct QueryRow {
+  int token, head;
+};
+__device__ __forceinline__ QueryRow query_row(const DecodeParams& p, int row) {
+  return {row >> (__ffs(p.num_heads) - 1), row & (p.num_heads - 1)};
+}
+
+// Keys [0, limit) that query row `row` of a request may see: its whole length, or under the causal mask up to
+// its own token: seqlen - s_q + 1 + token.
 __device__ __forceinline__ int key_limit(const DecodeParams& p, int seqlen, int row) {
   if (!p.causal) return seqlen;
-  const int token = row / p.num_heads;
+  const int token = query_row(p, row).token;
   return seqlen - p.q_len + 1 + (token < p.q_len - 1 ? token : p.q_len - 1);
 }
 

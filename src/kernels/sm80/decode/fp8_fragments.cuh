@@ -46,7 +46,7 @@ __device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, i
   auto source = [&](int i) -> const uint4* {
     const int row = m_tile * Cfg::M + i / kRowChunks;
     if (row >= p.rows) return nullptr;
-    const int qi = row / p.num_heads, head = row % p.num_heads;
+    const auto [qi, head] = query_row(p, row);
     return reinterpret_cast<const uint4*>(q + q_offset(p, req, qi, head) * 2) +
            i % kRowChunks;
   };

@@ -39,7 +39,8 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
     const int r = i / kRowChunks, c = i % kRowChunks;
     const int row = m_tile * Cfg::M + r;
     const bool valid = row < p.rows;
-    const int qi = valid ? row / p.num_heads : 0, head = valid ? row % p.num_heads : 0;
+    const QueryRow qr = query_row(p, valid ? row : 0);
+    const int qi = qr.token, head = qr.head;
     const char* src = q + q_offset(p, req, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
   }
@@ -495,7 +496,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         if (row >= p.rows) continue;
         const float l = sm.row_sum[cur][local_row];
         const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
-        const int qi = row / p.num_heads, head = row % p.num_heads;
+        const auto [qi, head] = query_row(p, row);
         if (write_final && kQuantized) {
           // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
           T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
@@ -541,7 +542,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         const float l = sm.row_sum[cur][tid];
         const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {
-          const int qi = row / p.num_heads, head = row % p.num_heads;
+          const auto [qi, head] = query_row(p, row);
           p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
           p.lse_partial[static_cast<size_t>(partial_slot) * p.rows + row] = lse;

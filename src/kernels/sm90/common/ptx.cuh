@@ -211,4 +211,11 @@ __device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// x, as a value the compiler cannot compute ahead of this point: what derives from it stays here instead of being
+// hoisted to the kernel's start and held (or spilled) through the tile loop.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 }  // namespace openmla::kernels::sm90

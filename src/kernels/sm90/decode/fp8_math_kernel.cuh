@@ -82,7 +82,7 @@ __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int 
   const bool valid = row < p.rows;
   const uint4* src = reinterpret_cast<const uint4*>(p.q);
   if (valid) {
-    const int qi = row / p.num_heads, head = row % p.num_heads;
+    const auto [qi, head] = query_row(p, row);
     src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + q_offset(p, req, qi, head));
   }
   uint4 v[kPerThread];
@@ -123,7 +123,7 @@ template <typename T>
 __device__ __forceinline__ void prefetch_q_l2(const DecodeParams& p, int req, int m_tile, int tid) {
   const int row = m_tile * Cfg::kRows + tid;
   if (tid >= Cfg::kRows || row >= p.rows) return;
-  const T* src = static_cast<const T*>(p.q) + q_offset(p, req, row / p.num_heads, row % p.num_heads);
+  const T* src = static_cast<const T*>(p.q) + q_offset(p, req, query_row(p, row).token, query_row(p, row).head);
   bulk_prefetch_l2(src, kHeadDimQK * sizeof(T));
 }
 

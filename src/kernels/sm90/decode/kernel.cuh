@@ -72,12 +72,11 @@ __device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
 // divmod(64 m_tile + r, h_q): the box's (h_q, s_q) extents are (h_q, 64 / h_q) below 64 heads, else (64, 1).
 __device__ __forceinline__ void issue_q_load(const DecodeParams& p, const TensorMaps& maps, WideSharedStorage& sm,
                                              int req, int m_tile) {
-  const int row0 = m_tile * Cfg::kRows;
+  const QueryRow row0 = query_row(p, m_tile * Cfg::kRows);
   mbarrier_arrive_expect_tx(&sm.q_full, Cfg::kTileBytes);
 #pragma unroll
   for (int box = 0; box < Cfg::kBoxes; ++box)
-    tma_load_4d(sm.q + box * Cfg::kBoxBytes, &maps.q, box * Cfg::kBoxDims, row0 % p.num_heads, row0 / p.num_heads,
-                req, &sm.q_full);
+    tma_load_4d(sm.q + box * Cfg::kBoxBytes, &maps.q, box * Cfg::kBoxDims, row0.head, row0.token, req, &sm.q_full);
 }
 
 // The tile math's element type. Per-tensor e4m3 caches run their MMAs in fp16 whatever the query

@@ -115,7 +115,7 @@ __device__ __forceinline__ int load_q(const DecodeParams& p, int req, int m_tile
   float amax = 0.f;
   const uint32_t* src = nullptr;
   if (row < p.rows) {
-    const int qi = row / p.num_heads, head = row % p.num_heads;
+    const auto [qi, head] = query_row(p, row);
     src = reinterpret_cast<const uint32_t*>(q + q_offset(p, req, qi, head) * 2) +
           2 * step + half;
   }
@@ -885,7 +885,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
         v[2 * b] = o[b][score_of(i)] * inv;
         v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
       }
-      const int qi = row / p.num_heads, head = row % p.num_heads;
+      const auto [qi, head] = query_row(p, row);
       if (seg.write_final) {
         T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + dim0;
         uint4* dst = reinterpret_cast<uint4*>(out);

@@ -67,11 +67,11 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     const bool odd = c & 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = m_tile * rows_per_tile + (h ? row1 : row0);
+      const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));  // row math here, not hoisted
       const bool in_tile = row < p.rows;
       const float l = h ? l1 : l0;
       const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
-      const int qi = row / p.num_heads, head = row % p.num_heads;
+      const auto [qi, head] = query_row(p, row);
       T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
       for (int n8 = 0; n8 < 32; n8 += 2) {
@@ -86,11 +86,11 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int local_row = h ? row1 : row0;
-    const int row = m_tile * rows_per_tile + local_row;
+    const int row = opaque(m_tile * rows_per_tile + local_row);
     if (row >= p.rows) continue;
     const float l = h ? l1 : l0;
     const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
-    const int qi = row / p.num_heads, head = row % p.num_heads;
+    const auto [qi, head] = query_row(p, row);
     if (!seg.write_final) {
       float* out =
           p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + me * kHalfCols;
