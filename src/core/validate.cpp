@@ -208,6 +208,8 @@ void validate_decode_shape(const DecodeShape& shape) {
   if (shape.batch_size < 1) fail_arg("shape.batch_size", ">= 1", shape.batch_size);
   if (shape.q_len < 1 || shape.q_len > kMaxQueryLen)
     fail_arg("shape.q_len", concat("a value in [1, ", kMaxQueryLen, "]"), shape.q_len);
+  // Powers of two only: the kernels split a query row into token and head by a shift and a mask
+  // (kernels/common/segment.cuh, query_row).
   const int h = shape.num_heads;
   if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128)
     fail_arg("shape.num_heads", "one of {8, 16, 32, 64, 128}", h);
