@@ -39,8 +39,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
     const int r = i / kRowChunks, c = i % kRowChunks;
     const int row = m_tile * Cfg::M + r;
     const bool valid = row < p.rows;
-    const QueryRow qr = query_row(p, valid ? row : 0);
-    const int qi = qr.token, head = qr.head;
+    const auto [qi, head] = query_row(p, valid ? row : 0);
     const char* src = q + q_offset(p, req, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
   }
