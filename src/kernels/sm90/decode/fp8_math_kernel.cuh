@@ -43,16 +43,18 @@ using Smem = Fp8MathSharedStorage;
 
 // Q (A of S) and K (B of S) for k-step ks of 18: box ks / 2, +32 B for the second half of a row.
 __device__ __forceinline__ uint64_t q_desc(const Smem& sm, int ks) {
-  return sw64_desc(smem_addr(sm.q) + (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
+  return desc_advance(sw64_desc(smem_addr(sm.q)), (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
 }
 __device__ __forceinline__ uint64_t k_desc(const Smem& sm, int stage, int ks) {
-  return sw64_desc(smem_addr(sm.k[stage]) + (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
+  return desc_advance(sw64_desc(smem_addr(sm.k[stage])), (ks / 2) * Cfg::kBoxBytes + (ks % 2) * 32);
 }
 // V^T half (B of O += P V: N = 256 dims, K = 64 token positions) and P (A: 64 rows x 64 positions).
 __device__ __forceinline__ uint64_t vt_desc(const Smem& sm, int stage, int half, int kk) {
-  return sw64_desc(smem_addr(sm.vt[stage]) + half * Cfg::kVtHalfBytes + kk * 32);
+  return desc_advance(sw64_desc(smem_addr(sm.vt[stage])), half * Cfg::kVtHalfBytes + kk * 32);
 }
-__device__ __forceinline__ uint64_t p_desc(const uint8_t* p_tile, int kk) { return sw64_desc(smem_addr(p_tile) + kk * 32); }
+__device__ __forceinline__ uint64_t p_desc(const uint8_t* p_tile, int kk) {
+  return desc_advance(sw64_desc(smem_addr(p_tile)), kk * 32);
+}
 
 // ---- e4m3 helpers ----------------------------------------------------------------------------
 

@@ -45,23 +45,25 @@ using Cfg = WideConfig;
 
 // ---- operand descriptors ---------------------------------------------------------------------
 
+// Each is the operand's base descriptor advanced by a constant (desc_advance), so that a wgmma costs one
+// add, not a re-encoded address.
 // Q (A of S = Q K^T) for k-step ks of 36: box ks / 4, 32 B per k-step inside the 128-B row.
 __device__ __forceinline__ uint64_t q_desc(const WideSharedStorage& sm, int ks) {
-  return sw128_desc(smem_addr(sm.q) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+  return desc_advance(sw128_desc(smem_addr(sm.q), 16, 1024), (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32);
 }
 // K (B of S, K-major: tokens are N) of a stage, same stepping as Q.
 __device__ __forceinline__ uint64_t k_desc(const WideSharedStorage& sm, int stage, int ks) {
-  return sw128_desc(smem_addr(sm.kv[stage]) + (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32, 16, 1024);
+  return desc_advance(sw128_desc(smem_addr(sm.kv[stage]), 16, 1024), (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32);
 }
 // V half (B of O += P V, MN-major: the tile's rows are K = tokens, its dims N). k-step kk covers
 // tokens 16 kk..+16 (2 atoms of 8 rows); the 4 boxes of the half are the 64-column blocks.
 __device__ __forceinline__ uint64_t v_desc(const WideSharedStorage& sm, int stage, int half, int kk) {
-  return sw128_desc(smem_addr(sm.kv[stage]) + half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128,
-                    Cfg::kBoxBytes, 1024);
+  return desc_advance(sw128_desc(smem_addr(sm.kv[stage]), Cfg::kBoxBytes, 1024),
+                      half * Cfg::kHalfBoxes * Cfg::kBoxBytes + kk * 16 * 128);
 }
 // P (A of O += P V, K-major: 64 rows x 64 tokens, one 128-B row per query row) stored at `tile`.
 __device__ __forceinline__ uint64_t p_desc(const uint8_t* tile, int kk) {
-  return sw128_desc(smem_addr(tile) + kk * 32, 16, 1024);
+  return desc_advance(sw128_desc(smem_addr(tile), 16, 1024), kk * 32);
 }
 
 

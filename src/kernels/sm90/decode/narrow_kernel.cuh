@@ -85,11 +85,11 @@ template <int kRows>
 struct Descriptors {
   uint64_t q, p;
   __device__ uint64_t q_step(int ks) const {
-    return q + static_cast<uint64_t>(((ks / 4) * NarrowConfig<kRows>::kQBoxBytes + (ks % 4) * 32) >> 4);
+    return desc_advance(q, (ks / 4) * NarrowConfig<kRows>::kQBoxBytes + (ks % 4) * 32);
   }
   // P^T buffer `buf` (NarrowSharedStorage::p), k-step kk.
   __device__ uint64_t p_step(int buf, int kk) const {
-    return p + static_cast<uint64_t>((buf * kRows * 128 + kk * 32) >> 4);
+    return desc_advance(p, buf * kRows * 128 + kk * 32);
   }
 };
 
