@@ -125,8 +125,8 @@ template <typename T>
 __device__ __forceinline__ void prefetch_q_l2(const DecodeParams& p, int req, int m_tile, int tid) {
   const int row = m_tile * Cfg::kRows + tid;
   if (tid >= Cfg::kRows || row >= p.rows) return;
-  const T* src = static_cast<const T*>(p.q) + q_offset(p, req, query_row(p, row).token, query_row(p, row).head);
-  bulk_prefetch_l2(src, kHeadDimQK * sizeof(T));
+  const auto [qi, head] = query_row(p, row);
+  bulk_prefetch_l2(static_cast<const T*>(p.q) + q_offset(p, req, qi, head), kHeadDimQK * sizeof(T));
 }
 
 // ---- producer: V^T ---------------------------------------------------------------------------
