@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Summarises an openmla-bench deepseek-grid JSON against FlashMLA and the Hopper issue's floors.
 
-Usage: python3 scripts/grid_summary.py results.json
+Usage: python3 scripts/grid_summary.py results.json [anchors.csv]
+anchors.csv (shared/notes/h200-anchors.csv): fills in FlashMLA's time where the run had no anchors file (a device
+without the shared folder), matched as openmla-bench matches them (varlen: mean length within 10%).
 Prints: shapes faster than the anchor (FlashMLA), the median speedups (all fixed-length shapes, compute-bound ones,
 s_k = 1K), and each floor shape's time with met / missed.
 """
+import csv
 import json
 import statistics
 import sys
@@ -25,9 +28,26 @@ def key(r):
     return (r["b"], r["s_q"], r["h_q"], 4096 if r["mean_seqlen"] < 8192 else 16384, 1)
 
 
-def main(path):
+def join_anchors(rows, path):
+    anchors = list(csv.DictReader(open(path)))
+    for r in rows:
+        if r.get("anchor_us"):
+            continue
+        for a in anchors:
+            same = (a["kernel"] == r["anchor_kernel"] and int(a["b"]) == r["b"] and int(a["s_q"]) == r["s_q"]
+                    and int(a["h_q"]) == r["h_q"] and (a["varlen"] == "1") == r["varlen"])
+            s_k = float(a["s_k"])
+            if same and (abs(s_k - r["s_k"]) <= 0.10 * r["s_k"] if r["varlen"] else abs(s_k - r["s_k"]) < 0.5):
+                r["anchor_us"] = float(a["time_us"])
+                r["speedup"] = r["anchor_us"] / r["time_us"]
+                break
+
+
+def main(path, anchors=None):
     data = json.load(open(path))
     rows = data["results"] if isinstance(data, dict) else data
+    if anchors:
+        join_anchors(rows, anchors)
     fixed = [r for r in rows if not r["varlen"] and r.get("speedup")]
     sp = [r["speedup"] for r in fixed]
     print(f"fixed shapes {len(fixed)}: faster than FlashMLA {sum(s > 1 for s in sp)}, "
@@ -45,4 +65,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])
