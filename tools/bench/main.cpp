@@ -25,9 +25,7 @@
 #include "openmla/version.h"
 #include "report.h"
 
-#ifndef OPENMLA_GIT_COMMIT
-#define OPENMLA_GIT_COMMIT ""
-#endif
+#include "openmla_commit.h"  // OPENMLA_GIT_COMMIT, written at build time (cmake/write_commit.cmake)
 #ifndef OPENMLA_SOURCE_DIR
 #define OPENMLA_SOURCE_DIR ""
 #endif
@@ -232,8 +230,8 @@ std::string command_line(int argc, char** argv) {
 }
 
 // OPENMLA_COMMIT when set (a copy of the tree without its repository, e.g. on a remote GPU
-// machine, says which commit it is), else git describe of the source tree, else the commit CMake
-// saw at configure time.
+// machine, says which commit it is), else git describe of the source tree, else the commit of the
+// build (generated/openmla_commit.h).
 std::string source_commit() {
   if (const char* env = std::getenv("OPENMLA_COMMIT"); env != nullptr && *env != '\0') return env;
   const std::string source_dir = OPENMLA_SOURCE_DIR;

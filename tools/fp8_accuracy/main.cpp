@@ -21,9 +21,7 @@
 #include "fp8_accuracy.h"
 #include "openmla/error.h"
 
-#ifndef OPENMLA_GIT_COMMIT
-#define OPENMLA_GIT_COMMIT ""
-#endif
+#include "openmla_commit.h"  // OPENMLA_GIT_COMMIT, written at build time (cmake/write_commit.cmake)
 
 namespace {
 
