@@ -15,7 +15,8 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
 commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-export OPENMLA_COMMIT="$commit"  # recorded by openmla-bench in its JSON
+# Recorded by openmla-bench in its JSON; without it the binary reports the commit it was built from.
+[ "$commit" != unknown ] && export OPENMLA_COMMIT="$commit"
 note "== $(date -u +%FT%TZ) commit $commit"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
 

@@ -3,7 +3,8 @@
 
 Usage: python3 scripts/grid_summary.py results.json [anchors.csv]
 anchors.csv (shared/notes/h200-anchors.csv): fills in FlashMLA's time where the run had no anchors file (a device
-without the shared folder), matched as openmla-bench matches them (varlen: mean length within 10%).
+without the shared folder), matched as openmla-bench matches them (tools/bench/anchors.cpp: varlen mean length
+within kVarlenMeanTolerance = 10%). Where the anchors file can be carried, `openmla-bench --anchors FILE` is the way.
 Prints: shapes faster than the anchor (FlashMLA), the median speedups (all fixed-length shapes, compute-bound ones,
 s_k = 1K), and each floor shape's time with met / missed.
 """

@@ -229,25 +229,12 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
-// OPENMLA_COMMIT when set (a copy of the tree without its repository, e.g. on a remote GPU
-// machine, says which commit it is), else git describe of the source tree, else the commit of the
-// build (generated/openmla_commit.h).
+// OPENMLA_COMMIT when set, else the commit the binary was built from (generated/openmla_commit.h, written by
+// every build): a binary carried to another machine, or run after its sources moved on, reports what it is.
 std::string source_commit() {
   if (const char* env = std::getenv("OPENMLA_COMMIT"); env != nullptr && *env != '\0') return env;
-  const std::string source_dir = OPENMLA_SOURCE_DIR;
-  if (!source_dir.empty()) {
-    const std::string cmd = "git -C '" + source_dir + "' describe --always --dirty 2>/dev/null";
-    if (FILE* pipe = popen(cmd.c_str(), "r")) {
-      char buf[128] = {};
-      std::string out;
-      while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
-      const int status = pclose(pipe);
-      while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-      if (status == 0 && !out.empty()) return out;
-    }
-  }
-  const std::string configured = OPENMLA_GIT_COMMIT;
-  return configured.empty() ? "unknown" : configured;
+  const std::string built = OPENMLA_GIT_COMMIT;
+  return built.empty() ? "unknown" : built;
 }
 
 std::string utc_now() {

@@ -46,7 +46,7 @@ using Cfg = WideConfig;
 // ---- operand descriptors ---------------------------------------------------------------------
 
 // Each is the operand's base descriptor advanced by a constant (desc_advance), so that a wgmma costs one
-// add, not a re-encoded address.
+// add per operand, not a re-encoded address.
 // Q (A of S = Q K^T) for k-step ks of 36: box ks / 4, 32 B per k-step inside the 128-B row.
 __device__ __forceinline__ uint64_t q_desc(const WideSharedStorage& sm, int ks) {
   return desc_advance(sw128_desc(smem_addr(sm.q), 16, 1024), (ks / 4) * Cfg::kBoxBytes + (ks % 4) * 32);
