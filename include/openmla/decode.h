@@ -33,6 +33,8 @@ struct DecodeShape {
 
 enum class Backend : uint8_t {
   kAuto = 0,      // OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0
+                  // (but portable for 16-bit caches with <= 16 query rows from 128 requests, level cold
+                  // and faster at the power cap: docs/hopper-kernel.md, "Launch, split-KV, combine, dispatch")
   kPortable = 1,  // mma.sync kernel, sm_80 and newer
   kSm90 = 2,      // wgmma/TMA kernel, sm_90a only
 };

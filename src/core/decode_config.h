@@ -88,6 +88,19 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 
+// The automatic backend on compute capability 9.0 is the sm90 kernels, except for 16-bit caches with
+// <= 16 query rows (TP8 decode, memory-bound) from kAutoPortableMinBatch requests. There the wide kernel
+// pads the rows to a 64-row wgmma tile, four times the tensor work of the portable kernel's 16-row
+// mma.sync tile. With the GPU cold the two are level (0.97-1.03x at b = 128-256, 1K-32K); under
+// sustained load, where the H200 runs at its power cap (1.6-1.8 GHz), the portable kernel is 1.04-1.10x
+// faster from 16K (b = 128, h_q = 8-16, s_q = 1-2) and at b = 256, 4K, and 0.97x with lengths around 4K
+// (bench/results/2026-12-02-h200-power-state.md, runs 7-8). At b = 16-64 the two are within 0.99-1.03x
+// in both states, and the lengths are not known when planning, so the batch decides. With 17-32 rows the
+// portable kernel reads the cache once per 16-row m-tile (0.56-0.6x). A schedule forced through
+// DecodeOptions (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.
+inline constexpr int kAutoPortableMinBatch = 128;
+bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept;
+
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
 

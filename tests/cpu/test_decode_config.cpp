@@ -52,6 +52,34 @@ TEST(DecodeConfig, CombineTileCoversTheSplitsInOneBatch) {
   EXPECT_EQ(combine_groups(128, 33), 32);
 }
 
+TEST(DecodeConfig, AutoBackendOnSm90PrefersPortableOnlyWhereMeasuredFaster) {
+  DecodeShape tp8;  // 16-bit cache, h_q = 16, one token, 128 requests
+  tp8.batch_size = kAutoPortableMinBatch;
+  tp8.num_heads = 16;
+  EXPECT_TRUE(auto_prefers_portable_on_sm90(tp8, {}));
+  DecodeShape s = tp8;
+  s.kv_format = KVFormat::kFP16;
+  s.q_dtype = DType::kFloat16;
+  EXPECT_TRUE(auto_prefers_portable_on_sm90(s, {}));
+  s = tp8;
+  s.num_heads = 8;
+  s.q_len = 2;  // still 16 rows
+  EXPECT_TRUE(auto_prefers_portable_on_sm90(s, {}));
+  s.q_len = 3;  // 24 rows: the wide kernel
+  EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
+  s = tp8;
+  s.batch_size = kAutoPortableMinBatch - 1;
+  EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
+  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {  // FP8 caches: the narrow kernel
+    s = tp8;
+    s.kv_format = f;
+    EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
+  }
+  DecodeOptions forced;  // a forced sm90 schedule keeps the sm90 backend
+  forced.sm90_rows_per_cta = 64;
+  EXPECT_FALSE(auto_prefers_portable_on_sm90(tp8, forced));
+}
+
 TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
   EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
   EXPECT_EQ(choose_portable_tile(32, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);

@@ -1015,10 +1015,19 @@ TEST(Decode, BackendResolution) {
   fp8.kv_format = KVFormat::kFP8DsMla;
   EXPECT_EQ(DecodePlan(bf16, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
-  // No shape rule: TP8 decode from 128 requests on a 16-bit cache takes sm90 too.
+  // TP8 decode from 128 requests on a 16-bit cache: the portable kernel everywhere (faster on sm_90),
+  // unless an sm90 schedule is forced; FP8 caches keep sm90.
   DecodeShape tp8 = bf16;
-  tp8.batch_size = 128;
-  EXPECT_EQ(DecodePlan(tp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
+  tp8.batch_size = detail::kAutoPortableMinBatch;
+  EXPECT_EQ(DecodePlan(tp8, {}, device).backend(), Backend::kPortable);
+  DecodeShape tp8_fp8 = tp8;
+  tp8_fp8.kv_format = KVFormat::kFP8E4M3;
+  EXPECT_EQ(DecodePlan(tp8_fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
+  if (hopper) {
+    DecodeOptions wide;
+    wide.sm90_rows_per_cta = 64;
+    EXPECT_EQ(DecodePlan(tp8, wide, device).backend(), Backend::kSm90);
+  }
   DecodeOptions portable;
   portable.backend = Backend::kPortable;
   EXPECT_EQ(DecodePlan(bf16, portable, device).backend(), Backend::kPortable);

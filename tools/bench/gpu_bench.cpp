@@ -410,6 +410,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     r.time_us = median(per_call_us);
     r.time_us_min = *std::min_element(per_call_us.begin(), per_call_us.end());
     r.time_us_max = *std::max_element(per_call_us.begin(), per_call_us.end());
+    r.replay_us = per_call_us;
     r.gbps = work.bytes / (r.time_us * 1e-6) / 1e9;
     r.tflops = work.flops / (r.time_us * 1e-6) / 1e12;
     r.device_errors = DecodePlan::read_device_errors(workspace.get(), stream_);

@@ -130,7 +130,9 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
        << ", \"set_bytes\": " << json_number(r.set_bytes) << ", \"kv_bytes_per_pass\": "
        << json_number(r.kv_bytes_per_pass) << ", \"replays\": " << r.replays
        << ", \"time_us\": " << json_number(r.time_us) << ", \"time_us_min\": " << json_number(r.time_us_min)
-       << ", \"time_us_max\": " << json_number(r.time_us_max) << ", \"gbps\": " << json_number(r.gbps)
+       << ", \"time_us_max\": " << json_number(r.time_us_max) << ", \"replay_us\": [";
+    for (size_t k = 0; k < r.replay_us.size(); ++k) js << (k ? ", " : "") << json_number(r.replay_us[k]);
+    js << "], \"gbps\": " << json_number(r.gbps)
        << ", \"tflops\": " << json_number(r.tflops) << ", \"max_rel_err\": " << json_number(r.max_rel_err)
        << ", \"max_lse_err\": " << json_number(r.max_lse_err) << ", \"checked_requests\": " << r.checked_requests
        << ", \"checked_heads\": " << r.checked_heads << ", \"device_errors\": " << r.device_errors

@@ -30,6 +30,7 @@ struct BenchResult {
 
   // Per decode call (graph replay time / R): median and the spread of the replays.
   double time_us = 0.0, time_us_min = 0.0, time_us_max = 0.0;
+  std::vector<double> replay_us;  // every replay's per-call time, in order (the spread's shape)
   double gbps = 0.0, tflops = 0.0;
 
   // Accuracy on the sampled subset (negative: not checked).
