@@ -246,6 +246,35 @@ Ceilings GpuBench::measure_ceilings() {
   return c;
 }
 
+std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
+  // How many replays fill sustain_ms: from one timed replay (the GPU warm from the untimed ones).
+  Event start, stop;
+  OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+  OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+  OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+  OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float one_ms = 0.f;
+  OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&one_ms, start.get(), stop.get()));
+  const double fill = options_.sustain_ms / std::max(1e-3, static_cast<double>(one_ms));
+  const int untimed = static_cast<int>(std::min(1e6, std::ceil(fill)));
+  for (int i = 0; i < untimed; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+  // The timed replays follow without a host wait, so the GPU never idles between them.
+  std::vector<Event> marks(static_cast<size_t>(options_.replays) + 1);
+  OPENMLA_CUDA_CHECK(cudaEventRecord(marks[0].get(), stream_));
+  for (int i = 0; i < options_.replays; ++i) {
+    OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+    OPENMLA_CUDA_CHECK(cudaEventRecord(marks[i + 1].get(), stream_));
+  }
+  OPENMLA_CUDA_CHECK(cudaEventSynchronize(marks.back().get()));
+  std::vector<double> per_call_us;
+  for (int i = 0; i < options_.replays; ++i) {
+    float ms = 0.f;
+    OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i].get(), marks[i + 1].get()));
+    per_call_us.push_back(1e3 * ms / sets);
+  }
+  return per_call_us;
+}
+
 TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
   TimedConfig timed;
   BenchResult& r = timed.result;
@@ -396,16 +425,22 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     OPENMLA_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
     for (int i = 0; i < kWarmupReplays; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
 
-    Event start, stop;
     std::vector<double> per_call_us;
-    for (int i = 0; i < options_.replays; ++i) {
-      OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
-      OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
-      OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
-      OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0.f;
-      OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      per_call_us.push_back(1e3 * ms / sets);
+    if (options_.sustain_ms > 0) {
+      per_call_us = time_sustained(graph.exec, sets);
+    } else {
+      // Each replay on its own, the host waiting in between: the GPU stays mostly below its power
+      // cap (docs/benchmarking.md, "Power state").
+      Event start, stop;
+      for (int i = 0; i < options_.replays; ++i) {
+        OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+        OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+        OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+        OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+        float ms = 0.f;
+        OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        per_call_us.push_back(1e3 * ms / sets);
+      }
     }
     r.time_us = median(per_call_us);
     r.time_us_min = *std::min_element(per_call_us.begin(), per_call_us.end());

@@ -48,6 +48,8 @@ const char* kUsage =
     "  --check-samples N   requests of the first input set checked against the CPU reference (default 2, 0 = off)\n"
     "  --check-heads N     heads of each sampled request checked: 8|16|32|64|128 (default 16)\n"
     "  --replays N         timed graph replays per config, >= 5 (default 10)\n"
+    "  --sustain-ms MS     replay each config back to back for MS ms first and time the replays back to back:\n"
+    "                      the GPU at its power cap, as in serving (default 0: each replay on its own)\n"
     "  --min-set-mib N     KV bytes one pass over the input sets must touch, MiB (default 384)\n"
     "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
@@ -75,6 +77,7 @@ struct Options {
   int check_samples = 2;
   int check_heads = 16;
   int replays = 10;
+  double sustain_ms = 0;
   double min_set_mib = 384;
   double mem_budget_gb = 0;
   int num_parts = 0;
@@ -188,6 +191,10 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--replays") {
       o.replays = parse_int("--replays", next());
       if (o.replays < kMinReplays) detail::fail_arg("--replays", ">= 5 (the method's median)", o.replays);
+    } else if (arg == "--sustain-ms") {
+      o.sustain_ms = parse_double("--sustain-ms", next());
+      if (!(o.sustain_ms >= 0 && o.sustain_ms <= 60000))
+        detail::fail_arg("--sustain-ms", "a duration in [0, 60000] ms", o.sustain_ms);
     } else if (arg == "--min-set-mib") {
       o.min_set_mib = parse_double("--min-set-mib", next());
       if (o.min_set_mib <= 0) detail::fail_arg("--min-set-mib", "> 0", o.min_set_mib);
@@ -304,6 +311,7 @@ int run(int argc, char** argv) {
   info.fp8_math = fp8_math_name(o.fp8_math);
   info.fp8_query = o.fp8_query == DType::kFloat16 ? "fp16" : "bf16";
   info.replays = o.replays;
+  info.sustain_ms = o.sustain_ms;
   info.check_samples = o.check_samples;
   info.check_heads = o.check_heads;
   info.seed = o.seed;
@@ -319,6 +327,7 @@ int run(int argc, char** argv) {
   go.fp8_query = o.fp8_query;
   go.sm90_rows_per_cta = o.sm90_rows_per_cta;
   go.replays = o.replays;
+  go.sustain_ms = o.sustain_ms;
   go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;
   go.memory_budget_bytes = o.mem_budget_gb * 1e9;
   go.check_samples = o.check_samples;

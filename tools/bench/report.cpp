@@ -72,6 +72,12 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   }
   std::fprintf(out, "per call = CUDA-graph replay of R calls / R, median of %d replays; planning excluded\n",
                info.replays);
+  if (info.sustain_ms > 0) {
+    std::fprintf(out,
+                 "sustained: each configuration replayed back to back for %.0f ms first, the timed replays back to "
+                 "back too (the GPU in its power state under load)\n",
+                 info.sustain_ms);
+  }
   std::fprintf(out, "anchors: %s\n\n", info.anchors_file.empty() ? "none found" : info.anchors_file.c_str());
 
   std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s\n", "format", "b", "s_q", "h_q",
@@ -110,7 +116,8 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
      << ", \"backend_requested\": " << json_string(info.backend_requested)
      << ", \"fp8_math\": " << json_string(info.fp8_math) << ", \"fp8_query\": " << json_string(info.fp8_query)
      << ", \"min_kv_bytes_per_pass\": " << json_number(info.min_kv_bytes_per_pass)
-     << ", \"replays\": " << info.replays << ", \"check_samples\": " << info.check_samples
+     << ", \"replays\": " << info.replays << ", \"sustain_ms\": " << json_number(info.sustain_ms)
+     << ", \"check_samples\": " << info.check_samples
      << ", \"check_heads\": " << info.check_heads << ", \"seed\": " << info.seed
      << ", \"head_dim_qk\": 576, \"head_dim_v\": 512, \"page_size\": 64, \"softmax_scale\": \"576^-0.5\""
      << ", \"causal\": \"s_q > 1\", \"anchors_file\": " << json_string(info.anchors_file) << "},\n";
