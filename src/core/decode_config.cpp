@@ -92,7 +92,8 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
 
 bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept {
   return kv_format_is_16bit(shape.kv_format) && shape.q_len * shape.num_heads <= 16 &&
-         shape.batch_size >= kAutoPortableMinBatch && options.sm90_rows_per_cta == 0 && options.fp8_math == Fp8Math::kOff;
+         shape.batch_size >= kAutoPortableMinBatch && options.sm90_rows_per_cta == 0 &&
+         options.fp8_math == Fp8Math::kOff;
 }
 
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,

@@ -94,7 +94,7 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
 // mma.sync tile. With the GPU cold the two are level (0.97-1.03x at b = 128-256, 1K-32K); under
 // sustained load, where the H200 runs at its power cap (1.6-1.8 GHz), the portable kernel is 1.04-1.10x
 // faster from 16K (b = 128, h_q = 8-16, s_q = 1-2) and at b = 256, 4K, and 0.97x with lengths around 4K
-// (bench/results/2026-12-02-h200-power-state.md, runs 7-8). At b = 16-64 the two are within 0.99-1.03x
+// (bench/results/2026-12-02-h200-power-state.md, runs 7-8). At b = 16-64 the two are within 0.99-1.06x
 // in both states, and the lengths are not known when planning, so the batch decides. With 17-32 rows the
 // portable kernel reads the cache once per 16-row m-tile (0.56-0.6x). A schedule forced through
 // DecodeOptions (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.

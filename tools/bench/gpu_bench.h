@@ -25,7 +25,7 @@ struct GpuBenchOptions {
   DType fp8_query = DType::kBFloat16;         // the query type of fp8_e4m3 and fp8_ds_mla configs
   int sm90_rows_per_cta = 0;                  // DecodeOptions::sm90_rows_per_cta (0 = automatic)
   int replays = 10;                           // timed graph replays per config (>= 5)
-  double sustain_ms = 0.0;                    // > 0: replays back to back for this long first, then timed back to back
+  double sustain_ms = 0.0;                    // > 0: back-to-back replays this long first (GpuBench::time_sustained)
   double min_kv_bytes_per_pass = 384.0 * (1 << 20);  // 6.4x the H200's 60 MiB L2
   double memory_budget_bytes = 0.0;           // 0: 80% of the free device memory at start
   int check_samples = 2;                      // requests of input set 0 checked (0: no check)
