@@ -997,8 +997,9 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
   }
 }
 
-// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for every cache format and
-// the portable kernel otherwise; a forced backend that cannot run is an error naming the reason.
+// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for every cache format (except
+// 16-bit TP8 decode from kAutoPortableMinBatch requests) and the portable kernel otherwise; a forced backend that
+// cannot run is an error naming the reason.
 TEST(Decode, BackendResolution) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));

@@ -246,33 +246,31 @@ Ceilings GpuBench::measure_ceilings() {
   return c;
 }
 
-std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
-  // How many replays fill sustain_ms: from one timed replay (the GPU warm from the untimed ones).
-  Event start, stop;
-  OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
-  OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
-  OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
-  OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float one_ms = 0.f;
-  OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&one_ms, start.get(), stop.get()));
-  const double fill = options_.sustain_ms / std::max(1e-3, static_cast<double>(one_ms));
-  const int untimed = static_cast<int>(std::min(1e6, std::ceil(fill)));
-  for (int i = 0; i < untimed; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
-  // The timed replays follow without a host wait, so the GPU never idles between them.
-  std::vector<Event> marks(static_cast<size_t>(options_.replays) + 1);
-  OPENMLA_CUDA_CHECK(cudaEventRecord(marks[0].get(), stream_));
-  for (int i = 0; i < options_.replays; ++i) {
+std::vector<double> GpuBench::time_replays(cudaGraphExec_t graph, int sets, int count, bool back_to_back) {
+  std::vector<Event> start(static_cast<size_t>(count)), stop(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    OPENMLA_CUDA_CHECK(cudaEventRecord(start[i].get(), stream_));
     OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
-    OPENMLA_CUDA_CHECK(cudaEventRecord(marks[i + 1].get(), stream_));
+    OPENMLA_CUDA_CHECK(cudaEventRecord(stop[i].get(), stream_));
+    if (!back_to_back) OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop[i].get()));
   }
-  OPENMLA_CUDA_CHECK(cudaEventSynchronize(marks.back().get()));
+  OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.back().get()));
   std::vector<double> per_call_us;
-  for (int i = 0; i < options_.replays; ++i) {
+  for (int i = 0; i < count; ++i) {
     float ms = 0.f;
-    OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i].get(), marks[i + 1].get()));
+    OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i].get(), stop[i].get()));
     per_call_us.push_back(1e3 * ms / sets);
   }
   return per_call_us;
+}
+
+std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
+  // How many replays fill sustain_ms: from one timed replay (the GPU warm from the untimed ones).
+  const double one_ms = time_replays(graph, sets, 1, false)[0] * sets * 1e-3;
+  const int untimed = static_cast<int>(std::min(1e6, std::ceil(options_.sustain_ms / std::max(1e-3, one_ms))));
+  for (int i = 0; i < untimed; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+  // The timed replays follow without a host wait, so the GPU never idles between them.
+  return time_replays(graph, sets, options_.replays, true);
 }
 
 TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
@@ -425,23 +423,11 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     OPENMLA_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
     for (int i = 0; i < kWarmupReplays; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
 
-    std::vector<double> per_call_us;
-    if (options_.sustain_ms > 0) {
-      per_call_us = time_sustained(graph.exec, sets);
-    } else {
-      // Each replay on its own, the host waiting in between: the GPU stays mostly below its power
-      // cap (docs/benchmarking.md, "Power state").
-      Event start, stop;
-      for (int i = 0; i < options_.replays; ++i) {
-        OPENMLA_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
-        OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
-        OPENMLA_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
-        OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-        float ms = 0.f;
-        OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-        per_call_us.push_back(1e3 * ms / sets);
-      }
-    }
+    // By default each replay on its own, the host waiting in between: the GPU stays mostly below its
+    // power cap (docs/benchmarking.md, "Power state").
+    const std::vector<double> per_call_us = options_.sustain_ms > 0
+                                                ? time_sustained(graph.exec, sets)
+                                                : time_replays(graph.exec, sets, options_.replays, false);
     r.time_us = median(per_call_us);
     r.time_us_min = *std::min_element(per_call_us.begin(), per_call_us.end());
     r.time_us_max = *std::max_element(per_call_us.begin(), per_call_us.end());

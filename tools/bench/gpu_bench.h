@@ -66,8 +66,10 @@ class GpuBench {
 
  private:
   struct Scratch;
-  // --sustain-ms: replays back to back, untimed for sustain_ms, then `replays` timed ones, also back
-  // to back (events between them, one host wait at the end). Per-call µs of each timed replay.
+  // Per-call µs of `count` graph replays (R = sets calls each), each between its own two events; the host
+  // waits after each replay, or only after the last (back to back: the GPU never idles).
+  std::vector<double> time_replays(cudaGraphExec_t graph, int sets, int count, bool back_to_back);
+  // --sustain-ms: replays back to back, untimed for sustain_ms, then the timed ones back to back.
   std::vector<double> time_sustained(cudaGraphExec_t graph, int sets);
   GpuBenchOptions options_;
   cudaDeviceProp prop_{};
