@@ -8,14 +8,18 @@ import pathlib
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "src/kernels/sm90/common/wgmma_ops.cuh"
 
-# (name, n, a_from_registers, transpose_b)
+# (name, n, a_from_registers, transpose_b, transpose_a)
 OPS = [
-    ("m64n64k16_ss", 64, False, 0),        # S = Q K^T: both operands K-major
-    ("m64n64k16_rs", 64, True, 0),         # S = Q K^T over the rope box, Q from registers (seesaw)
-    ("m64n256k16_ss_tb", 256, False, 1),   # O += P V: P K-major in shared memory, V MN-major
-    ("m64n256k16_rs_tb", 256, True, 1),    # O += P V: P in registers, V MN-major
-    ("m64n16k16_rs", 16, True, 0),         # narrow kernel: S^T = K Q^T and O^T += V^T P^T, KV from registers
-    ("m64n32k16_rs", 32, True, 0),         # narrow kernel, 32 query rows
+    ("m64n64k16_ss", 64, False, 0, 0),        # S = Q K^T: both operands K-major
+    ("m64n64k16_rs", 64, True, 0, 0),         # S = Q K^T over the rope box, Q from registers (seesaw)
+    ("m64n256k16_ss_tb", 256, False, 1, 0),   # O += P V: P K-major in shared memory, V MN-major
+    ("m64n256k16_rs_tb", 256, True, 1, 0),    # O += P V: P in registers, V MN-major
+    ("m64n16k16_rs", 16, True, 0, 0),         # narrow kernel: S^T = K Q^T and O^T += V^T P^T, KV from registers
+    ("m64n32k16_rs", 32, True, 0, 0),         # narrow kernel, 32 query rows
+    ("m64n16k16_ss", 16, False, 0, 0),        # narrow kernel, 16-bit caches: S^T = K Q^T, K from shared memory
+    ("m64n32k16_ss", 32, False, 0, 0),
+    ("m64n16k16_ss_ta", 16, False, 0, 1),     # narrow kernel, 16-bit caches: O^T += V^T P^T, V^T MN-major
+    ("m64n32k16_ss_ta", 32, False, 0, 1),
 ]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
@@ -52,7 +56,7 @@ __device__ __forceinline__ void wgmma_{name}(float (&d)[{nacc}], {params}, bool 
 """
 
 
-def op(name, n, rs, tb, ptype, ctype):
+def op(name, n, rs, tb, ta, ptype, ctype):
     nacc = n // 2
     regs = ",".join(f"%{i}" for i in range(nacc))
     if rs:
@@ -66,7 +70,7 @@ def op(name, n, rs, tb, ptype, ctype):
         a = f"%{nacc}"
         b = f"%{nacc + 1}"
         scale = f"%{nacc + 2}"
-        tail = f"p, 1, 1, 0, {tb}"
+        tail = f"p, 1, 1, {ta}, {tb}"
         inputs = '"l"(desc_a), "l"(desc_b), "r"(int(accumulate))'
         params = "uint64_t desc_a, uint64_t desc_b"
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
@@ -90,11 +94,11 @@ def main():
         "#pragma once\n\n#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\n#include <cstdint>\n\n"
         "namespace openmla::kernels::sm90 {\n"
     ]
-    for name, n, rs, tb in OPS:
+    for name, n, rs, tb, ta in OPS:
         params = "const uint32_t (&a)[4], uint64_t desc_b" if rs else "uint64_t desc_a, uint64_t desc_b"
         parts.append(f"\ntemplate <typename T>\n__device__ void wgmma_{name}(float (&d)[{n // 2}], {params}, bool accumulate);\n")
         for ptype, ctype in TYPES:
-            parts.append(op(name, n, rs, tb, ptype, ctype))
+            parts.append(op(name, n, rs, tb, ta, ptype, ctype))
     for name, n, rs in OPS_E4M3:
         parts.append(op_e4m3(name, n, rs))
     parts.append("\n}  // namespace openmla::kernels::sm90\n")

@@ -60,10 +60,10 @@ struct DecodeOptions {
   // -1 = chosen from the device's shared memory and the row count.
   int portable_tile = -1;
   // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
-  // picks the schedule. 16 or 32: the "narrow" kernel (FP8 caches, s_q * h_q <= that, ds_mla with a
-  // bf16 query); 64: the "wide" kernel; 0 = automatic (narrow for <= 16 rows, its 32-row variant for
-  // 17-32 rows from 64 requests, wide otherwise; docs/hopper-kernel.md). A schedule that cannot run
-  // the shape throws kInvalidArgument.
+  // picks the schedule. 16 or 32: the "narrow" kernel (s_q * h_q <= that; ds_mla with a bf16 query);
+  // 64: the "wide" kernel; 0 = automatic (FP8 caches: narrow for <= 16 rows, its 32-row variant for
+  // 17-32 rows from 64 requests, wide otherwise; 16-bit caches: wide; docs/hopper-kernel.md). A
+  // schedule that cannot run the shape throws kInvalidArgument.
   int sm90_rows_per_cta = 0;
   // kQkAndPv needs kv_format kFP8E4M3 (else kInvalidArgument) and the sm90 backend (else
   // kUnsupported: the portable kernel has no FP8 math); it runs the 64-row schedule.

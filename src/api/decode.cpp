@@ -146,7 +146,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
       detail::fail_arg("options.sm90_rows_per_cta",
                        fp8_math_ != Fp8Math::kOff
                            ? "0 or 64 with options.fp8_math (FP8 math runs the 64-row schedule)"
-                           : "0, 64, or 16 / 32 for an FP8 cache with at most that many query rows (ds_mla: bf16 query)",
+                           : "0, 64, or 16 / 32 for at most that many query rows (ds_mla: bf16 query)",
                        std::to_string(options.sm90_rows_per_cta) + " for " + std::to_string(rows) + " rows, " +
                            kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
     tile_rows = schedule.rows_per_cta;

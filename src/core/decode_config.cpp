@@ -112,8 +112,12 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
       if (narrow_format && rows <= 16) return narrow16;
       if (narrow_format && rows <= 32 && batch_size >= kSm90Narrow32MinBatch) return kSm90Narrow32;
       return wide;
-    case 16: return narrow_format && rows <= 16 ? narrow16 : Sm90Schedule{};
-    case 32: return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
+    case 16:
+      if (kv_format_is_16bit(format)) return rows <= 16 ? kSm90Narrow16Bit16 : Sm90Schedule{};
+      return narrow_format && rows <= 16 ? narrow16 : Sm90Schedule{};
+    case 32:
+      if (kv_format_is_16bit(format)) return rows <= 32 ? kSm90Narrow16Bit32 : Sm90Schedule{};
+      return narrow_format && rows <= 32 ? kSm90Narrow32 : Sm90Schedule{};
     case 64: return wide;
     default: return Sm90Schedule{};
   }

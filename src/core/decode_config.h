@@ -36,9 +36,9 @@ const char* portable_tile_name(PortableTile t) noexcept;
 PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per_block);
 
 // sm90 schedules (src/kernels/sm90, docs/hopper-kernel.md): "wide", 64 query rows per CTA and one
-// CTA per SM, for every cache format; "narrow", 16 rows and two CTAs per SM (or, opt-in, 32 rows and
-// one), for per-tensor e4m3 caches and ds_mla caches with a bf16 query. rows_per_cta 0: the
-// requested schedule cannot run the shape.
+// CTA per SM, for every cache format; "narrow", 16 rows and two CTAs per SM (or 32 rows and one), for
+// per-tensor e4m3 caches and ds_mla caches with a bf16 query, and 16 or 32 rows with one CTA per SM for
+// 16-bit caches (kSm90Narrow16Bit*). rows_per_cta 0: the requested schedule cannot run the shape.
 // "FP8 math" (opt-in, per-tensor e4m3): the wide schedule with both products on e4m3 wgmma.
 // The wide kernel's consumers run one of two schedules: "alternating" (one tile at a time) or "seesaw"
 // (pairs of tiles, one consumer's S under the other's softmax), the latter for 16-bit caches from
@@ -62,6 +62,9 @@ inline constexpr Sm90Schedule kSm90WideSeesaw{64, 1, 0, false, true};
 inline constexpr Sm90Schedule kSm90Narrow16{16, 2, 1, false, false};
 inline constexpr Sm90Schedule kSm90Narrow16Split{16, 2, 2, false, false};
 inline constexpr Sm90Schedule kSm90Narrow32{32, 1, 2, false, false};
+// 16-bit caches on the narrow kernel: one consumer warpgroup, one producer warp, two 72-KB stages.
+inline constexpr Sm90Schedule kSm90Narrow16Bit16{16, 1, 1, false, false};
+inline constexpr Sm90Schedule kSm90Narrow16Bit32{32, 1, 1, false, false};
 // FP8 math runs the seesaw at every row count: 1.00-1.05x the alternating form below 128 rows
 // (bench/results/2026-12-02-h200-fp8-math-one-copy.md, run 10), which it replaced.
 inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, true};
@@ -80,7 +83,8 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 
 // The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: narrow
 // for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests; wide
-// otherwise), 16 or 32 (narrow), 64 (wide); DecodeOptions::sm90_rows_per_cta. The 16-row narrow
+// otherwise, and for 16-bit caches), 16 or 32 (narrow; 16-bit caches too), 64 (wide);
+// DecodeOptions::sm90_rows_per_cta. The 16-row narrow
 // kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
 // math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64 (its seesaw at

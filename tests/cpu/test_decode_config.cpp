@@ -200,7 +200,17 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 33, 1, 32).rows_per_cta, 0);
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 17, 1, 16).rows_per_cta, 0);
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8DsMla, false, 16, 1, 16).rows_per_cta, 0);
-  EXPECT_EQ(choose_sm90_schedule(KVFormat::kBF16, true, 16, 1, 16).rows_per_cta, 0);
+  // 16-bit caches on the narrow kernel only when requested: 16 rows per CTA up to 16 rows, 32 up to 32.
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
+    const bool bf16 = f == KVFormat::kBF16;
+    for (int batch : {1, 128}) {
+      EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, 16, batch, 16), kSm90Narrow16Bit16));
+      EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, 8, batch, 32), kSm90Narrow16Bit32));
+      EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, 32, batch, 32), kSm90Narrow16Bit32));
+      EXPECT_EQ(choose_sm90_schedule(f, bf16, 17, batch, 16).rows_per_cta, 0);
+      EXPECT_EQ(choose_sm90_schedule(f, bf16, 33, batch, 32).rows_per_cta, 0);
+    }
+  }
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 1, 64), kSm90Wide));
   EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, 64, 1, 64), kSm90Wide));
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 1, 48).rows_per_cta, 0);

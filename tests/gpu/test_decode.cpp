@@ -491,6 +491,18 @@ TEST(Decode, Sm90Narrow32RowsForced) {
                                     {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 32}});
 }
 
+// 16-bit caches on the narrow kernel (both operands from shared memory, one consumer warpgroup), 16 and
+// 32 rows per CTA, both query types, fewer rows than a CTA holds, MTP rows of several tokens.
+TEST(Decode, Sm90Narrow16BitForced) {
+  expect_schedules_match_reference({{KVFormat::kBF16, DType::kBFloat16, 1, 16, 16},
+                                    {KVFormat::kFP16, DType::kFloat16, 2, 8, 16},
+                                    {KVFormat::kBF16, DType::kBFloat16, 1, 8, 16},
+                                    {KVFormat::kBF16, DType::kBFloat16, 2, 16, 32},
+                                    {KVFormat::kFP16, DType::kFloat16, 1, 32, 32},
+                                    {KVFormat::kBF16, DType::kBFloat16, 4, 8, 32},
+                                    {KVFormat::kFP16, DType::kFloat16, 1, 16, 32}});
+}
+
 TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   DecodeShape shape;
   shape.batch_size = 2;
@@ -512,9 +524,10 @@ TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sm90_rows_per_cta"), std::string::npos) << e.what();
   }
-  shape.kv_format = KVFormat::kBF16;  // 16-bit caches run the wide kernel only
-  opt.sm90_rows_per_cta = 32;
+  shape.kv_format = KVFormat::kBF16;  // 16-bit caches: the same rule
   EXPECT_THROW(DecodePlan(shape, opt), Error);
+  opt.sm90_rows_per_cta = 32;
+  EXPECT_NO_THROW(DecodePlan(shape, opt));
   opt.sm90_rows_per_cta = 64;
   EXPECT_NO_THROW(DecodePlan(shape, opt));
 }

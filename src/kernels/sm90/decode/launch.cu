@@ -142,9 +142,13 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
 
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
-// as rows of 256 B (kNarrowCopyRowBytes), one box per page.
+// as rows of 256 B (kNarrowCopyRowBytes), one box per page. 16-bit: `kv` = the page's nine 64-dim
+// boxes (128 B x 64 tokens, SW128) in one copy.
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  if (kv_format_is_16bit(format))
+    return encode_page_chunks_map(p, kHeadDimQK * 2, 128, NarrowPage<kKv16Bit>::kBoxes, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  &maps->kv);
   if (format == KVFormat::kFP8E4M3) {
     // The latent in one copy (4 boxes of 128 B x 64 tokens, SW128), the rope in another.
     cudaError_t e = encode_page_chunks_map(p, kHeadDimQK, 128, kHeadDimV / 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);
@@ -184,6 +188,12 @@ static_assert(detail::kSm90Narrow16Split.rows_per_cta == sm90::NarrowConfig<16, 
               detail::kSm90Narrow16Split.narrow_producer_warps == sm90::NarrowConfig<16, 2>::kProducerWarps);
 static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
               detail::kSm90WideFp8Math.ctas_per_sm == 1 && detail::kSm90WideFp8Math.seesaw);
+static_assert(detail::kSm90Narrow16Bit16.rows_per_cta == sm90::NarrowConfig<16, 1, kKv16Bit>::kRows &&
+              detail::kSm90Narrow16Bit16.ctas_per_sm == sm90::NarrowConfig<16, 1, kKv16Bit>::kCtasPerSm &&
+              detail::kSm90Narrow16Bit16.narrow_producer_warps == sm90::NarrowConfig<16, 1, kKv16Bit>::kProducerWarps);
+static_assert(detail::kSm90Narrow16Bit32.rows_per_cta == sm90::NarrowConfig<32, 1, kKv16Bit>::kRows &&
+              detail::kSm90Narrow16Bit32.ctas_per_sm == sm90::NarrowConfig<32, 1, kKv16Bit>::kCtasPerSm &&
+              detail::kSm90Narrow16Bit32.narrow_producer_warps == sm90::NarrowConfig<32, 1, kKv16Bit>::kProducerWarps);
 static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
               detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm &&
               detail::kSm90Narrow32.narrow_producer_warps == sm90::NarrowConfig<32>::kProducerWarps);
@@ -194,16 +204,20 @@ namespace {
 // picks it for no other).
 template <typename T, int kKind>
 inline constexpr bool kNarrowInstantiated =
-    kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>);
+    kKind == kKvE4M3 || kKind == kKv16Bit || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>);
 
 // Calls fn(rows, producer warps) (integral constants) for the narrow kernel's instantiated forms:
-// (16, 1), (32, 2), and (16, 2) for ds_mla (choose_sm90_schedule picks no other); any other form is
-// an error, never another kernel.
+// (16, 1), (32, 2) for FP8, (32, 1) for 16-bit, and (16, 2) for ds_mla (choose_sm90_schedule picks no
+// other); any other form is an error, never another kernel.
 template <int kKind, class Fn>
 cudaError_t with_narrow_form(const detail::Sm90Schedule& schedule, Fn&& fn) {
   using std::integral_constant;
   const int rows = schedule.rows_per_cta, warps = schedule.narrow_producer_warps;
-  if (rows == 32 && warps == 2) return fn(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  if constexpr (kKind == kKv16Bit) {
+    if (rows == 32 && warps == 1) return fn(integral_constant<int, 32>{}, integral_constant<int, 1>{});
+  } else {
+    if (rows == 32 && warps == 2) return fn(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  }
   if (rows == 16 && warps == 1) return fn(integral_constant<int, 16>{}, integral_constant<int, 1>{});
   if constexpr (kKind == kKvDsMla) {
     if (rows == 16 && warps == 2) return fn(integral_constant<int, 16>{}, integral_constant<int, 2>{});

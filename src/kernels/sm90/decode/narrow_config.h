@@ -1,13 +1,14 @@
-// Configuration of the sm90a "narrow" decode kernel for FP8 caches and few query rows
-// (s_q * h_q <= 16: TP8 DeepSeek decode, h_q = 8 with two MTP tokens): per-tensor e4m3 with either
-// query type, ds_mla with bf16 queries.
+// Configuration of the sm90a "narrow" decode kernel for few query rows (s_q * h_q <= 16: TP8
+// DeepSeek decode, h_q = 8 with two MTP tokens; or <= 32): per-tensor e4m3 with either query type,
+// ds_mla with bf16 queries, and 16-bit caches.
 //
-// Operands are swapped: the 64 KV tokens of a page are the wgmma M and the 16 query rows its N,
-// S^T = K Q^T and O^T += V^T P^T. The A operands (K, and V^T) come from registers, so each consumer
-// thread dequantizes its own fragments straight from the page as TMA stored it: no expansion pass
-// through shared memory, and a page costs its FP8 size in the ring. A CTA is one consumer
-// warpgroup plus one or two producer warps (NarrowConfig); two CTAs share an SM, four pages in flight
-// per SM.
+// Operands are swapped: the 64 KV tokens of a page are the wgmma M and the 16 (32) query rows its N,
+// S^T = K Q^T and O^T += V^T P^T, so no MMA row is padding. FP8: the A operands (K, and V^T) come
+// from registers, so each consumer thread dequantizes its own fragments straight from the page as TMA
+// stored it: no expansion pass through shared memory, and a page costs its FP8 size in the ring. A CTA
+// is one consumer warpgroup plus one or two producer warps (NarrowConfig); two CTAs share an SM, four
+// pages in flight per SM. 16-bit caches: both operands from shared memory (V^T as an MN-major A),
+// one consumer warpgroup for 16 or 32 rows, two 72-KB stages, one CTA per SM.
 #pragma once
 
 #include <cstddef>
@@ -23,18 +24,25 @@ namespace openmla::kernels::sm90 {
 // (and reads them from V): 4 warps x 8 groups x 16 = 512, whatever the row count.
 inline constexpr int kNarrowDimsPerThread = kHeadDimV / (4 * 8);
 
-// kRowsT query rows per CTA: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
+// kRowsT query rows per CTA. FP8: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
 // warpgroups taking alternate tiles of a 4-stage ring, one CTA per SM; they merge their softmax states
 // once per segment). kProducerWarpsT: 1 (one warp copies and finishes the pages) or 2 (one copies, one
 // finishes; always with 32 rows, and for ds_mla at 16 rows from kSm90Narrow16SplitMinBatch requests).
-template <int kRowsT, int kProducerWarpsT = (kRowsT == 32 ? 2 : 1)>
+// 16-bit caches (kKindT = kKv16Bit): one consumer warpgroup for either row count (O^T of 32 rows is 128
+// registers a thread), one producer warp, two stages (a page is 72 KB), one CTA per SM.
+template <int kKindT, int kRowsT>
+inline constexpr int kNarrowDefaultProducerWarps = kKindT != kKv16Bit && kRowsT == 32 ? 2 : 1;
+
+template <int kRowsT, int kProducerWarpsT = (kRowsT == 32 ? 2 : 1), int kKindT = kKvE4M3>
 struct NarrowConfig {
   static_assert(kRowsT == 16 || kRowsT == 32);
-  static_assert(kProducerWarpsT == 2 || kRowsT == 16);
+  static constexpr bool k16Bit = kKindT == kKv16Bit;
+  static_assert(kProducerWarpsT == 2 || kRowsT == 16 || k16Bit);
+  static_assert(kProducerWarpsT == 1 || !k16Bit);
   static constexpr int kRows = kRowsT;             // query rows per CTA: the wgmma N
   static constexpr int kTokens = 64;               // KV tokens per tile (one page): the wgmma M
-  static constexpr int kConsumers = kRows / 16;    // consumer warpgroups
-  static constexpr int kStages = 2 * kConsumers;
+  static constexpr int kConsumers = k16Bit ? 1 : kRows / 16;  // consumer warpgroups
+  static constexpr int kStages = k16Bit ? 2 : 2 * kConsumers;
   static constexpr int kConsumerWarps = 4;         // per warpgroup
   static constexpr int kConsumerThreads = kConsumers * 128;
   // + the producer: its warps, or with two consumers a whole warpgroup (two warps work), so that
@@ -44,7 +52,7 @@ struct NarrowConfig {
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr bool kRebalanceRegisters = kConsumers == 2;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
+  static constexpr int kCtasPerSm = kConsumers == 1 && !k16Bit ? 2 : 1;
   static constexpr int kRowsPerThread = kRows / 4;  // query rows (S^T / O^T columns) a thread holds
   static constexpr int kQBoxBytes = kRows * 128;    // Q^T: kRows rows x 64 dims x 2 B per box, SW128
   static constexpr int kQBoxes = kHeadDimQK / 64;   // 9
@@ -70,6 +78,19 @@ struct NarrowPage<kKvE4M3> {
   static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
 };
 
+// 16-bit: the wide kernel's tiles, nine boxes of 64 tokens x 64 dims (128 B) with the 128-B swizzle, in
+// one copy: boxes 0-7 are V (and K's latent dims), box 8 the rope. K boxes are K-major A operands, V
+// boxes MN-major ones.
+template <>
+struct NarrowPage<kKv16Bit> {
+  static constexpr bool kSwizzled = true;
+  static constexpr int kLatentBoxBytes = 64 * 128;
+  static constexpr int kLatentBoxes = 8;
+  static constexpr int kBoxes = 9;
+  static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 65,536
+  static constexpr int kBytes = kBoxes * kLatentBoxBytes;             // 73,728 = 1152 B x 64 tokens
+};
+
 // ds_mla: the page exactly as stored (one TMA box over the page's dense 656-B rows, viewed as rows of
 // kNarrowCopyRowBytes): 656 = 16 mod 128 spreads the loads by itself, and one copy of the page reads
 // whole L2 sectors in order, which boxes cut out of its 16-B-misaligned rows do not.
@@ -90,10 +111,16 @@ struct NarrowScaleTable {
   float hi[64];
 };
 
+// The 16-bit form's epilogue stages O (16 rows x 512 dims, fp32) in shared memory to write whole rows:
+// its O^T fragments hold dims 64 b + 16 w + g (+ 8), not a run of dims per thread. Rows padded by 4
+// floats, so that the four query rows a warp's store writes fall in different banks.
+inline constexpr int kNarrowStageRows = 16;
+inline constexpr int kNarrowStageStride = kHeadDimV + 4;
+
 template <int kKind, int kRows>
 struct alignas(1024) NarrowSharedStorage {
   using Page = NarrowPage<kKind>;
-  using Cfg = NarrowConfig<kRows>;
+  using Cfg = NarrowConfig<kRows, kNarrowDefaultProducerWarps<kKind, kRows>, kKind>;
   uint8_t kv[Cfg::kStages][Page::kBytes];                  // pages (NarrowPage)
   uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (narrow_kernel.cuh); at
                                                            // a segment's end the consumers' merge buffer
@@ -107,6 +134,7 @@ struct alignas(1024) NarrowSharedStorage {
   float merge[3][kRows];                                   // consumer 1's m, l, h at a segment's end
   int merge_bad;                                           // consumer 1 saw a bad page id
   NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];  // per stage (ds_mla; one unused otherwise)
+  float o_stage[kKind == kKv16Bit ? kNarrowStageRows * kNarrowStageStride : 1];  // 16-bit: the epilogue's rows
   uint64_t full[Cfg::kStages];    // the page landed (or was skipped)
   uint64_t ready[Cfg::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[Cfg::kStages];   // every thread of its consumer is done reading it
@@ -114,13 +142,15 @@ struct alignas(1024) NarrowSharedStorage {
 
 template <int kKind, int kRows>
 inline constexpr size_t kNarrowSmemBytes = sizeof(NarrowSharedStorage<kKind, kRows>) + 1024;  // + alignment slack
-static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0,
+static_assert(NarrowPage<kKvE4M3>::kBytes % 1024 == 0 && NarrowPage<kKvDsMla>::kBytes % 1024 == 0 &&
+                  NarrowPage<kKv16Bit>::kBytes % 1024 == 0,
               "stages stay 1024-B aligned (Q^T and P^T after them are SW128 operands)");
 // 16 rows: two CTAs per SM (228 KB per SM, 1 KB of it reserved per CTA); 32 rows: one.
 static_assert(kNarrowSmemBytes<kKvE4M3, 16> * 2 + 2048 <= 233472 && kNarrowSmemBytes<kKvDsMla, 16> * 2 + 2048 <= 233472,
               "two 16-row narrow CTAs must fit on one SM");
-static_assert(kNarrowSmemBytes<kKvE4M3, 32> <= 232448 && kNarrowSmemBytes<kKvDsMla, 32> <= 232448,
-              "a 32-row narrow CTA must fit the per-CTA limit");
+static_assert(kNarrowSmemBytes<kKvE4M3, 32> <= 232448 && kNarrowSmemBytes<kKvDsMla, 32> <= 232448 &&
+                  kNarrowSmemBytes<kKv16Bit, 16> <= 232448 && kNarrowSmemBytes<kKv16Bit, 32> <= 232448,
+              "a 32-row narrow CTA (or a 16-bit one) must fit the per-CTA limit");
 // The merge of the two consumers passes half of consumer 1's O^T (64 floats a thread) through Q^T's buffer.
 static_assert(NarrowConfig<32>::kQBoxes * NarrowConfig<32>::kQBoxBytes >= 64 * 128 * 4);
 

@@ -1,5 +1,7 @@
 // sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, kRows = 16 query
-// rows per CTA (or 32, from 64 requests: two consumer warpgroups on alternate tiles, merged once per segment).
+// rows per CTA (or 32, from 64 requests: two consumer warpgroups on alternate tiles, merged once per segment);
+// or 16-bit pages, 16 or 32 rows, one consumer warpgroup (kKv16Bit: both operands of every wgmma from
+// shared memory, nothing converted; see the end of this comment).
 //
 // CTA (m_tile, part), 16 rows: 5 warps (32 rows: 12):
 //   producer  (the warp after the consumers, or two: one copying, one finishing; with 32 rows in a
@@ -21,6 +23,11 @@
 // fragment takes 4 consecutive dims, so that its loads are whole 16-B chunks, and Q^T is stored in
 // the matching order (qk_chunk_dim below). PV reads four tokens per thread in their natural
 // order. Each layout keeps a quarter-warp's 16-B loads in distinct bank groups (narrow_config.h).
+// 16-bit pages: S^T = K Q^T with K as a K-major A operand straight from its 64-dim boxes, Q^T in natural
+// dim order; O^T += V^T P^T with V^T as an MN-major A operand (m-block b = dims 64 b ..+64 = box b). A
+// stage is released once the PV that reads it has completed (at the next tile, or the segment's end).
+// The padding that the wide kernel's 64-row tile spends on 16-32 rows (2-4x the tensor work) is gone,
+// which is what counts at the power cap (docs/hopper-kernel.md, "The narrow kernel on 16-bit caches").
 #pragma once
 
 #include <cuda.h>
@@ -59,6 +66,23 @@ __device__ __forceinline__ void wgmma_rows(float (&d)[kRows / 2], const uint32_t
     wgmma_m64n32k16_rs<T>(d, a, desc_b, accumulate);
   }
 }
+
+// wgmma m64nNk16, both operands from shared memory (16-bit pages); kTransA: A MN-major (V^T).
+template <typename T, int kRows, bool kTransA>
+__device__ __forceinline__ void wgmma_rows_ss(float (&d)[kRows / 2], uint64_t desc_a, uint64_t desc_b,
+                                              bool accumulate) {
+  if constexpr (kRows == 16) {
+    if constexpr (kTransA) wgmma_m64n16k16_ss_ta<T>(d, desc_a, desc_b, accumulate);
+    else wgmma_m64n16k16_ss<T>(d, desc_a, desc_b, accumulate);
+  } else {
+    if constexpr (kTransA) wgmma_m64n32k16_ss_ta<T>(d, desc_a, desc_b, accumulate);
+    else wgmma_m64n32k16_ss<T>(d, desc_a, desc_b, accumulate);
+  }
+}
+
+// The type P^T is stored in: the cache's own for 16-bit pages (both PV operands alike), fp16 for FP8.
+template <typename T, int kKind>
+using NarrowPType = std::conditional_t<kKind == kKv16Bit, T, __half>;
 
 // ---- primitives --------------------------------------------------------------------------------
 
@@ -345,6 +369,70 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
   // The last group stays in flight; the caller retires it before touching o.
 }
 
+// ---- 16-bit pages -------------------------------------------------------------------------------
+
+// Q rows of this m-tile into Q^T in natural dim order, the query as given (the cache's type); rows past
+// s_q * h_q are zero. Thread t: chunk t % 8 of rows t / 8 (+ 16).
+template <typename T, int kRows>
+__device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int m_tile,
+                                             NarrowSharedStorage<kKv16Bit, kRows>& sm, int t) {
+  using Cfg = NarrowConfig<kRows>;
+  const char* q = static_cast<const char*>(p.q);
+  const int chunk = t % 8;
+#pragma unroll
+  for (int r = t / 8; r < kRows; r += 16) {
+    const int row = m_tile * kRows + r;
+    const uint4* src = nullptr;
+    if (row < p.rows) {
+      const auto [qi, head] = query_row(p, row);
+      src = reinterpret_cast<const uint4*>(q + q_offset(p, req, qi, head) * 2) + chunk;
+    }
+#pragma unroll
+    for (int box = 0; box < Cfg::kQBoxes; ++box)
+      st_shared_v4(smem_addr(sm.q) + box * Cfg::kQBoxBytes + sw128_offset(r, chunk),
+                   src ? src[box * 8] : make_uint4(0, 0, 0, 0));
+  }
+}
+
+// S^T = K Q^T: 36 k-steps, K box ks / 4 (tokens x 64 dims, K-major) against the same box of Q^T; one
+// group, left in flight.
+template <typename T, int kRows>
+__device__ __forceinline__ void issue_qk_16bit(uint32_t stage_base, const Descriptors<kRows>& desc,
+                                               float (&s)[kRows / 2]) {
+  const uint64_t k_desc = sw128_desc(stage_base, 16, 1024);
+  fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4 * NarrowConfig<kRows>::kQBoxes; ++ks)
+    wgmma_rows_ss<T, kRows, false>(
+        s, desc_advance(k_desc, (ks / 4) * NarrowPage<kKv16Bit>::kLatentBoxBytes + (ks % 4) * 32), desc.q_step(ks),
+        ks > 0);
+  wgmma_commit();
+  fence_operands(s);
+}
+
+// O^T += V^T P^T: m-block b = V box b as an MN-major A (its dims are M; 8-token groups 1 KB apart), k-step
+// kk = tokens 16 kk ..+16 of the box and of P^T. One group, left in flight; the caller releases the stage
+// once it has completed.
+template <typename T, int kRows>
+__device__ __forceinline__ void issue_pv_16bit(uint32_t stage_base, const Descriptors<kRows>& desc, int p_buf,
+                                               float (&o)[8][kRows / 2]) {
+#pragma unroll
+  for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+  const uint64_t v_desc = sw128_desc(stage_base, NarrowPage<kKv16Bit>::kLatentBoxBytes, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      wgmma_rows_ss<T, kRows, true>(
+          o[b], desc_advance(v_desc, b * NarrowPage<kKv16Bit>::kLatentBoxBytes + kk * 2048), desc.p_step(p_buf, kk),
+          true);
+  wgmma_commit();
+#pragma unroll
+  for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+}
+
 // ---- softmax -----------------------------------------------------------------------------------
 
 // The thread's query rows (columns of S^T / O^T): n8 * 8 + 2c + e, index i = 2 n8 + e, and the
@@ -379,7 +467,7 @@ struct RowState {
 // the running max and h as they stand, so no maxima are exchanged, alpha = 1 and the step has one
 // barrier. Only when a weight would exceed 2^kLazyRescaleLog2 or a token's hi exceeds h (then P * hi / h
 // might not fit fp16) is the tile redone exactly, with the rows' new max across the warpgroup.
-template <int kKind, int kRows>
+template <int kKind, typename PT, int kRows>
 __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& sm, int me, int p_buf,
                                              float (&s)[kRows / 2], const Lane& ln, const DecodeParams& p, int seqlen,
                                              int m_tile, int first_token, int min_limit, float scale_log2, float hi0,
@@ -411,8 +499,8 @@ __device__ __forceinline__ void softmax_step(NarrowSharedStorage<kKind, kRows>& 
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int k = h ? ln.tok1 : ln.tok0;
-        const __half v = __float2half_rn(h ? p1 * f1 : p0 * f0);
-        sts16(p_base + sw128_offset(n, k / 8) + (k % 8) * 2, *reinterpret_cast<const uint16_t*>(&v));
+        const uint16_t v = static_cast<uint16_t>(pack2<PT>(h ? p1 * f1 : p0 * f0, 0.f));  // P^T's type (NarrowPType)
+        sts16(p_base + sw128_offset(n, k / 8) + (k % 8) * 2, v);
       }
     }
     fence_proxy_async();  // P^T is read by wgmma
@@ -503,6 +591,58 @@ __device__ __forceinline__ void rescale(float (&o)[8][kRows / 2], const float (&
   if (__any_sync(0xffffffffu, any)) scale_rows<kRows>(o, alpha);
 }
 
+// ---- the 16-bit form's epilogue -------------------------------------------------------------------
+
+__device__ __forceinline__ void sts32(uint32_t addr, float v) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v)); }
+
+// O^T (times each row's `inv`) written as rows of out (the query's type) or of the fp32 partial. The
+// fragments hold dims 64 b + 16 warp + g (+ 8) of a thread's rows, so they go through sm.o_stage, 16
+// rows at a time, and come back as 16-B chunks that a warp stores as consecutive runs of a row.
+template <typename T, int kRows, typename Storage>
+__device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const Segment& seg, int req, int m_tile,
+                                                  Storage& sm, const Lane& ln, int t, const float (&o)[8][kRows / 2],
+                                                  const float (&inv)[kRows / 4]) {
+  const uint32_t stage = smem_addr(sm.o_stage);
+#pragma unroll
+  for (int pass = 0; pass < kRows / kNarrowStageRows; ++pass) {
+    named_barrier_sync(kBarWarpgroup0, 128);  // the previous pass's reads are done
+#pragma unroll
+    for (int i = 4 * pass; i < 4 * pass + 4; ++i) {  // the thread's rows of this pass (row_of)
+      const int r = row_of(i, ln.c) - kNarrowStageRows * pass;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        const uint32_t at = stage + (r * kNarrowStageStride + 64 * b + 16 * ln.warp + ln.g) * 4;
+        sts32(at, o[b][score_of(i)] * inv[i]);
+        sts32(at + 32, o[b][score_of(i) + 2] * inv[i]);
+      }
+    }
+    named_barrier_sync(kBarWarpgroup0, 128);
+    constexpr int kChunkFloats = sizeof(T) == 2 ? 8 : 4;  // one 16-B store: 8 dims of out
+    const int chunk_floats = seg.write_final ? kChunkFloats : 4;
+    const int chunks = kHeadDimV / chunk_floats;  // per row
+#pragma unroll 4
+    for (int k = t; k < kNarrowStageRows * chunks; k += 128) {
+      const int r = k / chunks, ch = k % chunks;
+      const int row = m_tile * kRows + kNarrowStageRows * pass + r;
+      if (row >= p.rows) continue;
+      const uint32_t at = stage + (r * kNarrowStageStride + ch * chunk_floats) * 4;
+      const uint4 a = lds128(at);
+      if (seg.write_final) {
+        const uint4 b = lds128(at + 16);
+        const auto [qi, head] = query_row(p, row);
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) =
+            make_uint4(pack2<T>(__uint_as_float(a.x), __uint_as_float(a.y)),
+                       pack2<T>(__uint_as_float(a.z), __uint_as_float(a.w)),
+                       pack2<T>(__uint_as_float(b.x), __uint_as_float(b.y)),
+                       pack2<T>(__uint_as_float(b.z), __uint_as_float(b.w)));
+      } else {
+        *reinterpret_cast<uint4*>(p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV +
+                                  ch * 4) = a;
+      }
+    }
+  }
+}
+
 // ---- copies and the scale table ------------------------------------------------------------------
 
 // The page with id `page` into a stage (NarrowPage: e4m3's five boxes, or ds_mla's page in one box).
@@ -520,7 +660,9 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   }
   mbarrier_arrive_expect_tx(bar, Page::kBytes);
   uint8_t* dst = sm.kv[stage];
-  if constexpr (Page::kSwizzled) {
+  if constexpr (kKind == kKv16Bit) {
+    tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the nine boxes, one copy
+  } else if constexpr (Page::kSwizzled) {
     static_assert(Page::kLatentBoxes * 128 == kHeadDimV, "the latent map's chunks (launch.cu)");
     tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the kLatentBoxes boxes, one copy
     tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
@@ -541,7 +683,8 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
   using Page = NarrowPage<kKind>;
   if (valid < kTileTokens) {
     const int rows = kTileTokens - valid;
-    constexpr int kChunks = kHeadDimV / 16;  // the latent part of a row (the values), e4m3
+    // The latent part of a row (the values): 512 e4m3, or 512 16-bit values in eight boxes.
+    constexpr int kChunks = kKind == kKv16Bit ? kHeadDimV * 2 / 16 : kHeadDimV / 16;
     for (int i = lane; i < rows * kChunks; i += 32) {
       const int row = valid + i / kChunks, chunk = i % kChunks;
       // Whole rows: the swizzle only permutes chunks inside a box row.
@@ -577,7 +720,7 @@ __device__ __forceinline__ void finish_page(uint8_t* stage, NarrowScaleTable& ta
 template <int kKind>
 __device__ __forceinline__ void prefetch_page_maps(const TensorMaps& maps) {
   prefetch_tensor_map(&maps.kv);
-  if (NarrowPage<kKind>::kSwizzled) prefetch_tensor_map(&maps.rope);
+  if (kKind == kKvE4M3) prefetch_tensor_map(&maps.rope);
 }
 
 // A landed page finished (finish_page) and handed to the consumers (`ready`); the whole warp.
@@ -591,14 +734,14 @@ __device__ __forceinline__ void finish_and_release(NarrowSharedStorage<kKind, kR
 }  // namespace narrow
 
 template <typename T, int kKind, int kRows, int kProducerWarps>
-__global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
-                                  NarrowConfig<kRows, kProducerWarps>::kCtasPerSm)
+__global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kThreads,
+                                  NarrowConfig<kRows, kProducerWarps, kKind>::kCtasPerSm)
     narrow_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   using namespace narrow;
-  using Cfg = NarrowConfig<kRows, kProducerWarps>;
+  using Cfg = NarrowConfig<kRows, kProducerWarps, kKind>;
   constexpr int kN = Cfg::kRowsPerThread;
-  static_assert(kKind == kKvE4M3 || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
-                "narrow kernel: per-tensor e4m3, or ds_mla with a bf16 query (its rope is bf16)");
+  static_assert(kKind == kKvE4M3 || kKind == kKv16Bit || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
+                "narrow kernel: per-tensor e4m3, 16-bit, or ds_mla with a bf16 query (its rope is bf16)");
   extern __shared__ uint8_t smem_raw[];
   // Aligned as in the wide kernel (kernel.cuh), on the shared array itself.
   NarrowSharedStorage<kKind, kRows>& sm = *reinterpret_cast<NarrowSharedStorage<kKind, kRows>*>(
@@ -725,7 +868,11 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
     named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
     int q_shift = 0;
     if (tiles > 0) {
-      q_shift = load_q<T>(p, req, m_tile, sm, t);
+      if constexpr (kKind == kKv16Bit) {
+        load_q_16bit<T>(p, req, m_tile, sm, t);
+      } else {
+        q_shift = load_q<T>(p, req, m_tile, sm, t);
+      }
       fence_proxy_async();
     }
     named_barrier_sync(kBarNarrowConsumers, Cfg::kConsumerThreads);
@@ -753,6 +900,16 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
       const int page = p.block_table[req * p.block_table_stride + block];
       bad_page |= page < 0 || page >= p.num_pages;
       const int first_token = block * kTileTokens;
+      if constexpr (kKind == kKv16Bit) {
+        // The previous tile's PV read its stage through wgmma: release it once that has completed, before
+        // waiting for this page, so that the producer refills it as early as possible.
+        if (j > 0) {
+          wgmma_wait<0>();
+#pragma unroll
+          for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+          mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
+        }
+      }
       mbarrier_wait(&sm.full[stage], parity);
       mbarrier_wait(&sm.ready[stage], parity);
       const NarrowScaleTable& table = sm.scales[kKind == kKvDsMla ? stage : 0];  // ds_mla only
@@ -769,22 +926,30 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
       const uint32_t stage_base = smem_addr(sm.kv[stage]);
 
       float s[kRows / 2];
-      issue_qk<kKind>(stage_base, table, desc, ln, hi0 * q_unscale,
-                      hi1 * q_unscale, s);
+      if constexpr (kKind == kKv16Bit) {
+        issue_qk_16bit<T>(stage_base, desc, s);
+      } else {
+        issue_qk<kKind>(stage_base, table, desc, ln, hi0 * q_unscale, hi1 * q_unscale, s);
+      }
       wgmma_wait<0>();
       fence_operands(s);
 #pragma unroll
       for (int b = 0; b < 8; ++b) fence_operands(o[b]);  // the previous tile's PV is retired too
       float alpha[kN], alpha_o[kN];
       const int p_buf = (it / Cfg::kConsumers) % 2;  // this consumer's tiles alternate the P^T buffers
-      softmax_step<kKind>(sm, me, p_buf, s, ln, p, seg.seqlen, m_tile, first_token, min_limit, scale_log2, hi0, hi1,
-                          rs, alpha, alpha_o);
+      softmax_step<kKind, NarrowPType<T, kKind>>(sm, me, p_buf, s, ln, p, seg.seqlen, m_tile, first_token, min_limit,
+                                                 scale_log2, hi0, hi1, rs, alpha, alpha_o);
       rescale<kRows>(o, alpha_o);
-      issue_pv<kKind>(stage_base, table, desc, p_buf, ln, &sm.empty[stage], o);
+      if constexpr (kKind == kKv16Bit) {
+        issue_pv_16bit<T>(stage_base, desc, p_buf, o);
+      } else {
+        issue_pv<kKind>(stage_base, table, desc, p_buf, ln, &sm.empty[stage], o);
+      }
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+    if (kKind == kKv16Bit && tiles > 0) mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);  // the last tile's stage
 
     // ---- row sums over the warpgroup ----
     float l[kN];
@@ -874,29 +1039,37 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps>::kThreads,
     const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
     if (seg.errors && t == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
     const bool poison = errors != 0;
+    if constexpr (kKind == kKv16Bit) {
+      float inv[kN];
+#pragma unroll
+      for (int i = 0; i < kN; ++i) inv[i] = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
+      write_rows_staged<T, kRows>(p, seg, req, m_tile, sm, ln, t, o, inv);
+    }
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int row = m_tile * kRows + row_of(i, ln.c);
       if (row >= p.rows) continue;
-      const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
-      float v[16];
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {
-        v[2 * b] = o[b][score_of(i)] * inv;
-        v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
-      }
       const auto [qi, head] = query_row(p, row);
-      if (seg.write_final) {
-        T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + dim0;
-        uint4* dst = reinterpret_cast<uint4*>(out);
-        dst[0] = make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
-        dst[1] = make_uint4(pack2<T>(v[8], v[9]), pack2<T>(v[10], v[11]), pack2<T>(v[12], v[13]),
-                            pack2<T>(v[14], v[15]));
-      } else {
-        float4* dst = reinterpret_cast<float4*>(
-            p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + dim0);
+      if constexpr (kKind != kKv16Bit) {
+        const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
+        float v[16];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        for (int b = 0; b < 8; ++b) {
+          v[2 * b] = o[b][score_of(i)] * inv;
+          v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
+        }
+        if (seg.write_final) {
+          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + dim0;
+          uint4* dst = reinterpret_cast<uint4*>(out);
+          dst[0] = make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
+          dst[1] = make_uint4(pack2<T>(v[8], v[9]), pack2<T>(v[10], v[11]), pack2<T>(v[12], v[13]),
+                              pack2<T>(v[14], v[15]));
+        } else {
+          float4* dst = reinterpret_cast<float4*>(
+              p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + dim0);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        }
       }
       if (ln.warp == 0 && ln.g == 0) {
         const float lse = poison ? NAN : row_lse(rs.m[i] * (p.softmax_scale * score_unscale), l[i]);
