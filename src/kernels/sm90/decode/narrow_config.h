@@ -134,7 +134,7 @@ struct alignas(1024) NarrowSharedStorage {
   float merge[3][kRows];                                   // consumer 1's m, l, h at a segment's end
   int merge_bad;                                           // consumer 1 saw a bad page id
   NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];  // per stage (ds_mla; one unused otherwise)
-  float o_stage[kKind == kKv16Bit ? kNarrowStageRows * kNarrowStageStride : 1];  // 16-bit: the epilogue's rows
+  alignas(16) float o_stage[kKind == kKv16Bit ? kNarrowStageRows * kNarrowStageStride : 1];  // 16-bit: the epilogue's rows (16-B loads)
   uint64_t full[Cfg::kStages];    // the page landed (or was skipped)
   uint64_t ready[Cfg::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[Cfg::kStages];   // every thread of its consumer is done reading it
