@@ -65,7 +65,8 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
 // bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
 cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chunk_bytes, int chunks,
                                    CUtensorMapSwizzle swizzle, CUtensorMap* map,
-                                   CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                                   CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                   int box_chunks = 0) {
   auto encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t kChunk = static_cast<cuuint64_t>(chunk_bytes);
@@ -74,7 +75,7 @@ cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chu
                               static_cast<cuuint64_t>(p.num_pages)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(row_bytes), kChunk, page_stride};
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(kPageTokens),
-                             static_cast<cuuint32_t>(chunks), 1};
+                             static_cast<cuuint32_t>(box_chunks > 0 ? box_chunks : chunks), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<uint8_t*>(p.kv), dims, strides, box,
                             elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
@@ -144,13 +145,13 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
 // as rows of 256 B (kNarrowCopyRowBytes), one box per page. 16-bit: `kv` = the page's nine 64-dim
-// boxes (128 B x 64 tokens, SW128) in one copy, without L2 promotion, as the wide kernel's 16-bit map
-// for few rows (kKvNoPromotionMaxRows).
+// boxes (128 B x 64 tokens, SW128) in copies of kPartBoxes boxes, without L2 promotion, as the wide
+// kernel's 16-bit map for few rows (kKvNoPromotionMaxRows).
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (kv_format_is_16bit(format))
     return encode_page_chunks_map(p, kHeadDimQK * 2, 128, NarrowPage<kKv16Bit>::kBoxes, CU_TENSOR_MAP_SWIZZLE_128B,
-                                  &maps->kv, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+                                  &maps->kv, CU_TENSOR_MAP_L2_PROMOTION_NONE, NarrowPage<kKv16Bit>::kPartBoxes);
   if (format == KVFormat::kFP8E4M3) {
     // The latent in one copy (4 boxes of 128 B x 64 tokens, SW128), the rope in another.
     cudaError_t e = encode_page_chunks_map(p, kHeadDimQK, 128, kHeadDimV / 128, CU_TENSOR_MAP_SWIZZLE_128B, &maps->kv);

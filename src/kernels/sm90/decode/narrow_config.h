@@ -81,12 +81,17 @@ struct NarrowPage<kKvE4M3> {
 // 16-bit: the wide kernel's tiles, nine boxes of 64 tokens x 64 dims (128 B) with the 128-B swizzle, in
 // one copy: boxes 0-7 are V (and K's latent dims), box 8 the rope. K boxes are K-major A operands, V
 // boxes MN-major ones.
+// The page lands in kParts copies of kPartBoxes boxes, each on its own barrier, so that S^T starts on the
+// first part while the rest is in flight.
 template <>
 struct NarrowPage<kKv16Bit> {
   static constexpr bool kSwizzled = true;
   static constexpr int kLatentBoxBytes = 64 * 128;
   static constexpr int kLatentBoxes = 8;
   static constexpr int kBoxes = 9;
+  static constexpr int kParts = 3;
+  static constexpr int kPartBoxes = kBoxes / kParts;
+  static constexpr int kPartBytes = kPartBoxes * kLatentBoxBytes;
   static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 65,536
   static constexpr int kBytes = kBoxes * kLatentBoxBytes;             // 73,728 = 1152 B x 64 tokens
 };
@@ -135,7 +140,8 @@ struct alignas(1024) NarrowSharedStorage {
   int merge_bad;                                           // consumer 1 saw a bad page id
   NarrowScaleTable scales[kKind == kKvDsMla ? Cfg::kStages : 1];  // per stage (ds_mla; one unused otherwise)
   alignas(16) float o_stage[kKind == kKv16Bit ? kNarrowStageRows * kNarrowStageStride : 1];  // 16-bit: the epilogue's rows (16-B loads)
-  uint64_t full[Cfg::kStages];    // the page landed (or was skipped)
+  uint64_t full[Cfg::kStages];    // the page landed (or was skipped); 16-bit: its last part
+  uint64_t front[kKind == kKv16Bit ? Cfg::kStages : 1][2];  // 16-bit: the page's first two parts landed
   uint64_t ready[Cfg::kStages];   // the producer finished it (tail rows, ds_mla scale table)
   uint64_t empty[Cfg::kStages];   // every thread of its consumer is done reading it
 };

@@ -395,18 +395,26 @@ __device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int
 }
 
 // S^T = K Q^T: 36 k-steps, K box ks / 4 (tokens x 64 dims, K-major) against the same box of Q^T; one
-// group, left in flight.
+// group, left in flight. parts: the page's part barriers (NarrowPage<kKv16Bit>), each waited before its
+// k-steps are issued; nullptr when the whole page is known to have landed.
 template <typename T, int kRows>
 __device__ __forceinline__ void issue_qk_16bit(uint32_t stage_base, const Descriptors<kRows>& desc,
-                                               float (&s)[kRows / 2]) {
+                                               uint64_t* const (&parts)[NarrowPage<kKv16Bit>::kParts],
+                                               uint32_t parity, bool wait_parts, float (&s)[kRows / 2]) {
+  using Page = NarrowPage<kKv16Bit>;
   const uint64_t k_desc = sw128_desc(stage_base, 16, 1024);
+  if (wait_parts) mbarrier_wait(parts[0], parity);
   fence_operands(s);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 4 * NarrowConfig<kRows>::kQBoxes; ++ks)
-    wgmma_rows_ss<T, kRows, false>(
-        s, desc_advance(k_desc, (ks / 4) * NarrowPage<kKv16Bit>::kLatentBoxBytes + (ks % 4) * 32), desc.q_step(ks),
-        ks > 0);
+  for (int ks = 0; ks < 4 * NarrowConfig<kRows>::kQBoxes; ++ks) {
+    if (ks % (4 * Page::kPartBoxes) == 0 && ks > 0) {
+      if (wait_parts) mbarrier_wait(parts[ks / (4 * Page::kPartBoxes)], parity);
+      wgmma_fence();  // on both paths of the branch, or ptxas adds one where they join
+    }
+    wgmma_rows_ss<T, kRows, false>(s, desc_advance(k_desc, (ks / 4) * Page::kLatentBoxBytes + (ks % 4) * 32),
+                                   desc.q_step(ks), ks > 0);
+  }
   wgmma_commit();
   fence_operands(s);
 }
@@ -655,14 +663,26 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   uint64_t* bar = &sm.full[stage];
   if (page < 0 || page >= p.num_pages) {
     atomicOr(p.error_word, kDeviceErrorPageIdOutOfRange);
+    if constexpr (kKind == kKv16Bit) {
+      mbarrier_arrive(&sm.front[stage][0]);
+      mbarrier_arrive(&sm.front[stage][1]);
+    }
     mbarrier_arrive(bar);
     return;
   }
-  mbarrier_arrive_expect_tx(bar, Page::kBytes);
   uint8_t* dst = sm.kv[stage];
   if constexpr (kKind == kKv16Bit) {
-    tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the nine boxes, one copy
-  } else if constexpr (Page::kSwizzled) {
+    // Three copies of three boxes: parts 0 and 1 on `front`, part 2 on `full`.
+#pragma unroll
+    for (int part = 0; part < Page::kParts; ++part) {
+      uint64_t* part_bar = part + 1 < Page::kParts ? &sm.front[stage][part] : bar;
+      mbarrier_arrive_expect_tx(part_bar, Page::kPartBytes);
+      tma_load_4d(dst + part * Page::kPartBytes, &maps.kv, 0, 0, part * Page::kPartBoxes, page, part_bar, policy);
+    }
+    return;
+  }
+  mbarrier_arrive_expect_tx(bar, Page::kBytes);
+  if constexpr (kKind == kKvE4M3) {
     static_assert(Page::kLatentBoxes * 128 == kHeadDimV, "the latent map's chunks (launch.cu)");
     tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the kLatentBoxes boxes, one copy
     tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
@@ -752,6 +772,10 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kT
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbarrier_init(&sm.full[s], 1);
+      if constexpr (kKind == kKv16Bit) {
+        mbarrier_init(&sm.front[s][0], 1);
+        mbarrier_init(&sm.front[s][1], 1);
+      }
       mbarrier_init(&sm.ready[s], 32);   // the producer warp's lanes
       mbarrier_init(&sm.empty[s], 128);  // every thread of the consumer that owns the tile
     }
@@ -828,6 +852,10 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kT
       } else if (action == 2) {
         const int stage = finished % Cfg::kStages;
         mbarrier_wait(&sm.full[stage], (finished / Cfg::kStages) & 1);
+        if constexpr (kKind == kKv16Bit) {  // the page's other parts (finish_page zeroes rows across them)
+          mbarrier_wait(&sm.front[stage][0], (finished / Cfg::kStages) & 1);
+          mbarrier_wait(&sm.front[stage][1], (finished / Cfg::kStages) & 1);
+        }
         int valid = valid_of[0];
 #pragma unroll
         for (int s = 1; s < Cfg::kStages; ++s)
@@ -910,8 +938,13 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kT
           mbarrier_arrive(&sm.empty[(it - 1) % Cfg::kStages]);
         }
       }
-      mbarrier_wait(&sm.full[stage], parity);
-      mbarrier_wait(&sm.ready[stage], parity);
+      // 16-bit: the page's parts are waited for as S^T reaches them, and `ready` after S^T is issued, unless
+      // the producer zeroes rows of this tile (past seqlen), which S^T must not read while it writes them.
+      const bool wait_ready_first = kKind != kKv16Bit || first_token + kTileTokens > seg.seqlen;
+      if (wait_ready_first) {
+        mbarrier_wait(&sm.full[stage], parity);
+        mbarrier_wait(&sm.ready[stage], parity);
+      }
       const NarrowScaleTable& table = sm.scales[kKind == kKvDsMla ? stage : 0];  // ds_mla only
       float hi0 = 0.f, hi1 = 0.f;  // ds_mla: the tokens' scale factors (0 past seqlen)
       if constexpr (kKind == kKvDsMla) {
@@ -927,7 +960,9 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kT
 
       float s[kRows / 2];
       if constexpr (kKind == kKv16Bit) {
-        issue_qk_16bit<T>(stage_base, desc, s);
+        uint64_t* const parts[] = {&sm.front[stage][0], &sm.front[stage][1], &sm.full[stage]};
+        issue_qk_16bit<T>(stage_base, desc, parts, parity, !wait_ready_first, s);
+        if (!wait_ready_first) mbarrier_wait(&sm.ready[stage], parity);  // nothing zeroed: finish is a no-op
       } else {
         issue_qk<kKind>(stage_base, table, desc, ln, hi0 * q_unscale, hi1 * q_unscale, s);
       }
