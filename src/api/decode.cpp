@@ -31,12 +31,10 @@ constexpr bool kBuiltWithSm90 = true;
 constexpr bool kBuiltWithSm90 = false;
 #endif
 
-// kAuto: the sm90a kernel on compute capability 9.0 (every cache format) except the shapes where the
-// portable kernel is faster there (detail::auto_prefers_portable_on_sm90), the portable kernel
+// kAuto: the sm90a kernels on compute capability 9.0 (every cache format and shape), the portable kernel
 // elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that
 // asks for a kernel cannot pass on another one.
-Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, const DecodeShape& shape,
-                        const DecodeOptions& options) {
+Backend resolve_backend(Backend requested, const cudaDeviceProp& prop) {
   const Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
   const bool hopper = prop.major == 9 && prop.minor == 0;
   if (b == Backend::kSm90) {
@@ -47,8 +45,7 @@ Backend resolve_backend(Backend requested, const cudaDeviceProp& prop, const Dec
                    prop.major, ".", prop.minor, "; use portable");
     return Backend::kSm90;
   }
-  if (b == Backend::kAuto && kBuiltWithSm90 && hopper && !detail::auto_prefers_portable_on_sm90(shape, options))
-    return Backend::kSm90;
+  if (b == Backend::kAuto && kBuiltWithSm90 && hopper) return Backend::kSm90;
   return Backend::kPortable;
 }
 
@@ -123,7 +120,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
     detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
                  prop.minor, " (", prop.name, ")");
   }
-  backend_ = resolve_backend(options.backend, prop, shape, options);
+  backend_ = resolve_backend(options.backend, prop);
   if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)
     detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(fp8_math_),
                  " runs on the sm90 backend only; the resolved backend is ", backend_name(backend_), " (", prop.name,

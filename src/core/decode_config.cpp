@@ -90,12 +90,6 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 
-bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept {
-  return kv_format_is_16bit(shape.kv_format) && shape.q_len * shape.num_heads <= 16 &&
-         shape.batch_size >= kAutoPortableMinBatch && options.sm90_rows_per_cta == 0 &&
-         options.fp8_math == Fp8Math::kOff;
-}
-
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math) noexcept {
   if (math != Fp8Math::kOff) {
@@ -109,6 +103,11 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
       format == KVFormat::kFP8DsMla && batch_size >= kSm90Narrow16SplitMinBatch ? kSm90Narrow16Split : kSm90Narrow16;
   switch (requested_rows) {
     case 0:
+      if (kv_format_is_16bit(format)) {
+        if (rows <= 16 && batch_size >= kSm90Narrow16BitMinBatch) return kSm90Narrow16Bit16;
+        if (rows <= 32 && batch_size >= kSm90Narrow16Bit32MinBatch) return kSm90Narrow16Bit32;
+        return wide;
+      }
       if (narrow_format && rows <= 16) return narrow16;
       if (narrow_format && rows <= 32 && batch_size >= kSm90Narrow32MinBatch) return kSm90Narrow32;
       return wide;

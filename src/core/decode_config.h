@@ -65,6 +65,16 @@ inline constexpr Sm90Schedule kSm90Narrow32{32, 1, 2, false, false};
 // 16-bit caches on the narrow kernel: one consumer warpgroup, one producer warp, two 72-KB stages.
 inline constexpr Sm90Schedule kSm90Narrow16Bit16{16, 1, 1, false, false};
 inline constexpr Sm90Schedule kSm90Narrow16Bit32{32, 1, 1, false, false};
+// The automatic choice for 16-bit caches (bench/results/2026-12-02-h200-narrow-16bit.md, run 5). The
+// narrow kernel does no padded MMA work (the wide kernel's 64-row tile is 2-4x the work of 16-32 rows),
+// which costs nothing cold but clock at the power cap, where serving runs:
+// - <= 16 rows from kSm90Narrow16BitMinBatch requests: cold 0.997-1.040x the wide kernel and 0.99-1.03x
+//   the portable one (b = 64-256, 1K-32K, varlen); at the cap 1.11-1.43x the wide and 1.05-1.35x the
+//   portable kernel. At b = 16 it is 0.88-1.005x the wide kernel cold, so the wide kernel stays below.
+// - 17-32 rows from kSm90Narrow16Bit32MinBatch requests: cold 0.96-1.02x the wide kernel (0.963x with
+//   lengths around 4K, 0.968x at 1K), at the cap 1.08-1.32x; at b = 64 cold 0.82-0.99x.
+inline constexpr int kSm90Narrow16BitMinBatch = 64;
+inline constexpr int kSm90Narrow16Bit32MinBatch = 128;
 // FP8 math runs the seesaw at every row count: 1.00-1.05x the alternating form below 128 rows
 // (bench/results/2026-12-02-h200-fp8-math-one-copy.md, run 10), which it replaced.
 inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, true};
@@ -81,9 +91,10 @@ inline constexpr int kSm90Narrow32MinBatch = 64;
 // measured 0.95-0.96x (bench/results/2026-12-02-h200-narrow-producer.md, runs 8-9).
 inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 
-// The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: narrow
-// for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests; wide
-// otherwise, and for 16-bit caches), 16 or 32 (narrow; 16-bit caches too), 64 (wide);
+// The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: FP8 caches
+// narrow for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests;
+// 16-bit caches narrow for <= 16 rows from kSm90Narrow16BitMinBatch and <= 32 rows from
+// kSm90Narrow16Bit32MinBatch requests; wide otherwise), 16 or 32 (narrow), 64 (wide);
 // DecodeOptions::sm90_rows_per_cta. The 16-row narrow
 // kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
@@ -92,18 +103,6 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 
-// The automatic backend on compute capability 9.0 is the sm90 kernels, except for 16-bit caches with
-// <= 16 query rows (TP8 decode, memory-bound) from kAutoPortableMinBatch requests. There the wide kernel
-// pads the rows to a 64-row wgmma tile, four times the tensor work of the portable kernel's 16-row
-// mma.sync tile. With the GPU cold the two are level (0.97-1.03x at b = 128-256, 1K-32K); under
-// sustained load, where the H200 runs at its power cap (1.6-1.8 GHz), the portable kernel is 1.04-1.10x
-// faster from 16K (b = 128, h_q = 8-16, s_q = 1-2) and at b = 256, 4K, and 0.97x with lengths around 4K
-// (bench/results/2026-12-02-h200-power-state.md, runs 7-8). At b = 16-64 the two are within 0.99-1.06x
-// in both states, and the lengths are not known when planning, so the batch decides. With 17-32 rows the
-// portable kernel reads the cache once per 16-row m-tile (0.56-0.6x). A schedule forced through
-// DecodeOptions (sm90_rows_per_cta, fp8_math) keeps the sm90 backend.
-inline constexpr int kAutoPortableMinBatch = 128;
-bool auto_prefers_portable_on_sm90(const DecodeShape& shape, const DecodeOptions& options) noexcept;
 
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;

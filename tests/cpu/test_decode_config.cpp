@@ -52,34 +52,6 @@ TEST(DecodeConfig, CombineTileCoversTheSplitsInOneBatch) {
   EXPECT_EQ(combine_groups(128, 33), 32);
 }
 
-TEST(DecodeConfig, AutoBackendOnSm90PrefersPortableOnlyWhereMeasuredFaster) {
-  DecodeShape tp8;  // 16-bit cache, h_q = 16, one token, 128 requests
-  tp8.batch_size = kAutoPortableMinBatch;
-  tp8.num_heads = 16;
-  EXPECT_TRUE(auto_prefers_portable_on_sm90(tp8, {}));
-  DecodeShape s = tp8;
-  s.kv_format = KVFormat::kFP16;
-  s.q_dtype = DType::kFloat16;
-  EXPECT_TRUE(auto_prefers_portable_on_sm90(s, {}));
-  s = tp8;
-  s.num_heads = 8;
-  s.q_len = 2;  // still 16 rows
-  EXPECT_TRUE(auto_prefers_portable_on_sm90(s, {}));
-  s.q_len = 3;  // 24 rows: the wide kernel
-  EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
-  s = tp8;
-  s.batch_size = kAutoPortableMinBatch - 1;
-  EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
-  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {  // FP8 caches: the narrow kernel
-    s = tp8;
-    s.kv_format = f;
-    EXPECT_FALSE(auto_prefers_portable_on_sm90(s, {}));
-  }
-  DecodeOptions forced;  // a forced sm90 schedule keeps the sm90 backend
-  forced.sm90_rows_per_cta = 64;
-  EXPECT_FALSE(auto_prefers_portable_on_sm90(tp8, forced));
-}
-
 TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
   EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
   EXPECT_EQ(choose_portable_tile(32, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
@@ -139,11 +111,31 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 1, 0), kSm90Wide));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 1, 0), kSm90Wide));
   }
+  // 16-bit caches: the narrow kernel for <= 16 rows from kSm90Narrow16BitMinBatch requests and for
+  // 17-32 rows from kSm90Narrow16Bit32MinBatch, the wide kernel below those and for more rows.
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
+    const bool bf16 = f == KVFormat::kBF16;
+    for (int rows : {8, 16}) {
+      for (int batch : {1, 16, kSm90Narrow16BitMinBatch - 1})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Wide)) << rows << " " << batch;
+      for (int batch : {kSm90Narrow16BitMinBatch, 128, 4096})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Narrow16Bit16)) << rows << " " << batch;
+    }
+    for (int rows : {17, 24, 32}) {
+      for (int batch : {1, 64, kSm90Narrow16Bit32MinBatch - 1})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Wide)) << rows << " " << batch;
+      for (int batch : {kSm90Narrow16Bit32MinBatch, 4096})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Narrow16Bit32)) << rows << " " << batch;
+      EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, 4096, 64), kSm90Wide)) << rows;
+    }
+    for (int rows : {33, 64})
+      EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, 4096, 0), kSm90Wide)) << rows;
+  }
   // 17-32 rows: the 32-row narrow kernel from kSm90Narrow32MinBatch requests (same formats and query
   // types as the 16-row one, and never for ds_mla with an fp16 query), the wide kernel below that.
   for (int rows : {17, 24, 32}) {
     for (int batch : {1, 16, kSm90Narrow32MinBatch - 1}) {
-      for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+      for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
         EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows << " " << batch;
     }
     for (int batch : {kSm90Narrow32MinBatch, 128, 4096}) {
@@ -151,7 +143,6 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
       EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, batch, 0), kSm90Narrow32)) << rows;
       EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, batch, 0), kSm90Narrow32)) << rows;
       EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, batch, 0), kSm90Wide)) << rows;
-      EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, batch, 0), kSm90Wide)) << rows;
       EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 64), kSm90Wide)) << rows;
     }
   }

@@ -1010,9 +1010,8 @@ TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
   }
 }
 
-// Backend resolution: kAuto takes the sm90a kernel on compute capability 9.0 for every cache format (except
-// 16-bit TP8 decode from kAutoPortableMinBatch requests) and the portable kernel otherwise; a forced backend that
-// cannot run is an error naming the reason.
+// Backend resolution: kAuto takes the sm90a kernels on compute capability 9.0 for every cache format and shape
+// and the portable kernel otherwise; a forced backend that cannot run is an error naming the reason.
 TEST(Decode, BackendResolution) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
@@ -1029,19 +1028,13 @@ TEST(Decode, BackendResolution) {
   fp8.kv_format = KVFormat::kFP8DsMla;
   EXPECT_EQ(DecodePlan(bf16, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
-  // TP8 decode from 128 requests on a 16-bit cache: the portable kernel everywhere (faster on sm_90),
-  // unless an sm90 schedule is forced; FP8 caches keep sm90.
+  // TP8 decode from many requests (the narrow sm90 kernel on 16-bit caches), either cache kind.
   DecodeShape tp8 = bf16;
-  tp8.batch_size = detail::kAutoPortableMinBatch;
-  EXPECT_EQ(DecodePlan(tp8, {}, device).backend(), Backend::kPortable);
+  tp8.batch_size = detail::kSm90Narrow16BitMinBatch;
+  EXPECT_EQ(DecodePlan(tp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   DecodeShape tp8_fp8 = tp8;
   tp8_fp8.kv_format = KVFormat::kFP8E4M3;
   EXPECT_EQ(DecodePlan(tp8_fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
-  if (hopper) {
-    DecodeOptions wide;
-    wide.sm90_rows_per_cta = 64;
-    EXPECT_EQ(DecodePlan(tp8, wide, device).backend(), Backend::kSm90);
-  }
   DecodeOptions portable;
   portable.backend = Backend::kPortable;
   EXPECT_EQ(DecodePlan(bf16, portable, device).backend(), Backend::kPortable);
