@@ -68,7 +68,7 @@ inline constexpr Sm90Schedule kSm90Narrow16Bit32{32, 1, 1, false, false};
 // The automatic choice for 16-bit caches (bench/results/2026-12-02-h200-narrow-16bit.md, run 5). The
 // narrow kernel does no padded MMA work (the wide kernel's 64-row tile is 2-4x the work of 16-32 rows),
 // which costs nothing cold but clock at the power cap, where serving runs:
-// - <= 16 rows from kSm90Narrow16BitMinBatch requests: cold 0.997-1.040x the wide kernel and 0.99-1.03x
+// - <= 16 rows from kSm90Narrow16BitMinBatch requests: cold 0.997-1.040x the wide kernel and 0.99-1.06x
 //   the portable one (b = 64-256, 1K-32K, varlen); at the cap 1.11-1.43x the wide and 1.05-1.35x the
 //   portable kernel. At b = 16 it is 0.88-1.005x the wide kernel cold, so the wide kernel stays below.
 // - 17-32 rows from kSm90Narrow16Bit32MinBatch requests: cold 0.96-1.02x the wide kernel (0.963x with
