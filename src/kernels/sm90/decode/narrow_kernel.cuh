@@ -212,11 +212,7 @@ __device__ __forceinline__ uint32_t pv_chunk_addr(uint32_t stage_base, int tok, 
 __device__ __forceinline__ uint32_t broadcast_half(uint16_t h) { return static_cast<uint32_t>(h) * 0x10001u; }
 
 // S^T = K Q^T over 576 dims: per 64-dim block, two 16-B loads (one per token row), eight
-// conversions (ds_mla with 32 rows: and eight multiplies by the fp16 part of the tile scale) and four
-// wgmmas. ds_mla with 16 rows: each 128-dim tile's scores go into their own accumulator (two,
-// alternating), which is added to S^T times the token's tile scale once its groups have completed: 8
-// FFMA a thread per tile instead of 64 HMUL2 on the converted pairs. (With 32 rows the two accumulators
-// do not fit the 168 registers of the two-consumer form: 274 B of spills.)
+// conversions (ds_mla: and eight multiplies by the fp16 part of the tile scale) and four wgmmas.
 // Groups of one block are committed separately so that only two blocks' fragments are live; the
 // next block's bytes are loaded before this block's wgmmas issue. ds_mla: the latent scores are then
 // scaled by the power-of-two part of the scale (`hi`, per token, times 2^q_shift) and the rope
@@ -226,30 +222,14 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
                                          const Descriptors<kRows>& desc, const Lane& ln, float hi0, float hi1,
                                          float (&s)[kRows / 2]) {
   constexpr int kE4m3Blocks = kKind == kKvDsMla ? 8 : NarrowConfig<kRows>::kQBoxes;
-  constexpr bool kFoldScales = kKind == kKvDsMla && kRows == 16;
-  uint32_t lo0[4], lo1[4];  // ds_mla, 32 rows: the fp16 scale factors of tok0 / tok1 per tile, broadcast to pairs
-  if constexpr (kKind == kKvDsMla && !kFoldScales) {
+  uint32_t lo0[4], lo1[4];  // ds_mla: the fp16 scale factors of tok0 / tok1 per tile, broadcast to pairs
+  if constexpr (kKind == kKvDsMla) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       lo0[j] = broadcast_half(table.lo[j][ln.tok0]);
       lo1[j] = broadcast_half(table.lo[j][ln.tok1]);
     }
   }
-  float acc[2][kRows / 2];  // ds_mla, 16 rows: tile j's latent scores in acc[j % 2]
-  // S^T (+)= tile j's scores times the tokens' scales hi * lo[j] (hi0 / hi1 include 2^q_shift).
-  auto fold_tile = [&](int j) {
-    float(&d)[kRows / 2] = acc[j % 2];
-    fence_operands(d);
-    const float f0 = hi0 * __half2float(__ushort_as_half(table.lo[j][ln.tok0]));
-    const float f1 = hi1 * __half2float(__ushort_as_half(table.lo[j][ln.tok1]));
-#pragma unroll
-    for (int n8 = 0; n8 < kRows / 8; ++n8) {
-      s[4 * n8 + 0] = j == 0 ? f0 * d[4 * n8 + 0] : fmaf(f0, d[4 * n8 + 0], s[4 * n8 + 0]);
-      s[4 * n8 + 1] = j == 0 ? f0 * d[4 * n8 + 1] : fmaf(f0, d[4 * n8 + 1], s[4 * n8 + 1]);
-      s[4 * n8 + 2] = j == 0 ? f1 * d[4 * n8 + 2] : fmaf(f1, d[4 * n8 + 2], s[4 * n8 + 2]);
-      s[4 * n8 + 3] = j == 0 ? f1 * d[4 * n8 + 3] : fmaf(f1, d[4 * n8 + 3], s[4 * n8 + 3]);
-    }
-  };
   fence_operands(s);
   uint4 r0 = lds128(qk_chunk_addr<kKind>(stage_base, 0, ln.tok0, ln.c));
   uint4 r1 = lds128(qk_chunk_addr<kKind>(stage_base, 0, ln.tok1, ln.c));
@@ -262,7 +242,7 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
       a[st][1] = e4m3x2_to_f16x2<false>(word(r1, st));
       a[st][2] = e4m3x2_to_f16x2<true>(word(r0, st));
       a[st][3] = e4m3x2_to_f16x2<true>(word(r1, st));
-      if constexpr (kKind == kKvDsMla && !kFoldScales) {
+      if constexpr (kKind == kKvDsMla) {
         a[st][0] = hmul2(a[st][0], lo0[kb / 2]);
         a[st][1] = hmul2(a[st][1], lo1[kb / 2]);
         a[st][2] = hmul2(a[st][2], lo0[kb / 2]);
@@ -274,19 +254,10 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
       r1 = lds128(qk_chunk_addr<kKind>(stage_base, kb + 1, ln.tok1, ln.c));
     }
     wgmma_fence();
-    if constexpr (kFoldScales) {
 #pragma unroll
-      for (int st = 0; st < 4; ++st)
-        wgmma_rows<__half, kRows>(acc[(kb / 2) % 2], a[st], desc.q_step(kb * 4 + st), kb % 2 > 0 || st > 0);
-    } else {
-#pragma unroll
-      for (int st = 0; st < 4; ++st) wgmma_rows<__half, kRows>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
-    }
+    for (int st = 0; st < 4; ++st) wgmma_rows<__half, kRows>(s, a[st], desc.q_step(kb * 4 + st), kb > 0 || st > 0);
     wgmma_commit();
     wgmma_wait<1>();
-    if constexpr (kFoldScales) {
-      if (kb % 2 == 0 && kb > 0) fold_tile(kb / 2 - 1);  // its two groups have completed
-    }
   }
   if constexpr (kKind == kKvDsMla) {
     // The rope: bf16 fragments as stored (k-step st of the thread: 8 B at 32c + 8st of the row).
@@ -307,17 +278,13 @@ __device__ __forceinline__ void issue_qk(uint32_t stage_base, const NarrowScaleT
       a[st][3] = word(t1, 2 * (st % 2) + 1);
     }
     wgmma_wait<0>();
-    if constexpr (kFoldScales) {
-      fold_tile(3);
-    } else {
-      fence_operands(s);
+    fence_operands(s);
 #pragma unroll
-      for (int n8 = 0; n8 < kRows / 8; ++n8) {
-        s[4 * n8 + 0] *= hi0;
-        s[4 * n8 + 1] *= hi0;
-        s[4 * n8 + 2] *= hi1;
-        s[4 * n8 + 3] *= hi1;
-      }
+    for (int n8 = 0; n8 < kRows / 8; ++n8) {
+      s[4 * n8 + 0] *= hi0;
+      s[4 * n8 + 1] *= hi0;
+      s[4 * n8 + 2] *= hi1;
+      s[4 * n8 + 3] *= hi1;
     }
     fence_operands(s);
     wgmma_fence();
