@@ -6,7 +6,7 @@ P=/tmp/pre; mkdir -p $P/tests
 xz -dc .carry/s30/bench_final.xz > $P/openmla-bench; xz -dc .carry/s30/gpu_tests_final.xz > $P/tests/openmla_gpu_tests
 chmod +x $P/openmla-bench $P/tests/openmla_gpu_tests
 mkdir -p $OUT/check
-PREBUILT=$P BACKENDS="sm90 auto" SANITIZE=1 COMMIT=$($P/openmla-bench --help >/dev/null 2>&1; echo final) bash scripts/gpu_check.sh none $OUT/check > $OUT/check.txt 2>&1
+PREBUILT=$P BACKENDS="sm90 auto" SANITIZE=1 COMMIT=577d5d8 bash scripts/gpu_check.sh none $OUT/check > $OUT/check.txt 2>&1
 tail -10 $OUT/check.txt
 for tool in memcheck racecheck synccheck; do
   OPENMLA_BACKEND=sm90 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $P/tests/openmla_gpu_tests --gtest_filter='Decode.Sm90Narrow16BitForced' --gtest_brief=1 > $OUT/check/san16_$tool.log 2>&1
