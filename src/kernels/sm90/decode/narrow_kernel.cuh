@@ -377,21 +377,27 @@ template <typename T, int kRows>
 __device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int m_tile,
                                              NarrowSharedStorage<kKv16Bit, kRows>& sm, int t) {
   using Cfg = NarrowConfig<kRows>;
+  constexpr int kRowsPerThread = kRows / 16;
   const char* q = static_cast<const char*>(p.q);
   const int chunk = t % 8;
+  // Every load first, then the stores: one global round trip, not one per row.
+  uint4 v[kRowsPerThread][Cfg::kQBoxes];
 #pragma unroll
-  for (int r = t / 8; r < kRows; r += 16) {
-    const int row = m_tile * kRows + r;
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int row = m_tile * kRows + t / 8 + 16 * i;
     const uint4* src = nullptr;
     if (row < p.rows) {
       const auto [qi, head] = query_row(p, row);
       src = reinterpret_cast<const uint4*>(q + q_offset(p, req, qi, head) * 2) + chunk;
     }
 #pragma unroll
-    for (int box = 0; box < Cfg::kQBoxes; ++box)
-      st_shared_v4(smem_addr(sm.q) + box * Cfg::kQBoxBytes + sw128_offset(r, chunk),
-                   src ? src[box * 8] : make_uint4(0, 0, 0, 0));
+    for (int box = 0; box < Cfg::kQBoxes; ++box) v[i][box] = src ? src[box * 8] : make_uint4(0, 0, 0, 0);
   }
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+    for (int box = 0; box < Cfg::kQBoxes; ++box)
+      st_shared_v4(smem_addr(sm.q) + box * Cfg::kQBoxBytes + sw128_offset(t / 8 + 16 * i, chunk), v[i][box]);
 }
 
 // S^T = K Q^T: 36 k-steps, K box ks / 4 (tokens x 64 dims, K-major) against the same box of Q^T; one
