@@ -402,7 +402,7 @@ __device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int
 
 // S^T = K Q^T: 36 k-steps, K box ks / 4 (tokens x 64 dims, K-major) against the same box of Q^T; one
 // group, left in flight. parts: the page's part barriers (NarrowPage<kKv16Bit>), each waited before its
-// k-steps are issued; nullptr when the whole page is known to have landed.
+// k-steps are issued when wait_parts (not when the caller knows that the whole page has landed).
 template <typename T, int kRows>
 __device__ __forceinline__ void issue_qk_16bit(uint32_t stage_base, const Descriptors<kRows>& desc,
                                                uint64_t* const (&parts)[NarrowPage<kKv16Bit>::kParts],
@@ -631,8 +631,7 @@ __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const S
       }
     }
     named_barrier_sync(kBarWarpgroup0, 128);
-    constexpr int kChunkFloats = sizeof(T) == 2 ? 8 : 4;  // one 16-B store: 8 dims of out
-    const int chunk_floats = seg.write_final ? kChunkFloats : 4;
+    const int chunk_floats = seg.write_final ? 8 : 4;  // one 16-B store: 8 dims of out, or 4 of the partial
     const int chunks = kHeadDimV / chunk_floats;  // per row
 #pragma unroll 4
     for (int k = t; k < kNarrowStageRows * chunks; k += 128) {
