@@ -243,12 +243,13 @@ INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()
 
 // 64 requests of up to 900 tokens on fresh inputs; request 5 is long enough to be split over many
 // parts and request 7's first page id is out of range (its rows must come out empty, flagged).
-DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f) {
+DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f, DType q_dtype = DType::kBFloat16) {
   DecodeCase c;
   c.batch_size = 64;
   c.q_len = q_len;
   c.num_heads = num_heads;
   c.kv_format = f;
+  c.q_dtype = q_dtype;
   c.seed = fresh_seed();
   c.seqlens = random_lengths(c.batch_size, 900, c.seed, false);
   for (int& x : c.seqlens) x = std::max(x, c.q_len);
@@ -268,6 +269,26 @@ TEST(Decode, Fp8LargeBatchSplitAndGuards) {
       GpuDecodeResult gpu = run_gpu(d);
       CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
       EXPECT_TRUE(cmp.ok) << kv_format_name(f) << ": " << cmp.message;
+      EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+    }
+  }
+}
+
+// 16-bit caches on the narrow kernel: the same large batch with a split request and a bad page id, 16 rows
+// (automatic from 64 requests, and forced) and 32 rows (forced), both query types.
+TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
+    const DType q_dtype = f == KVFormat::kBF16 ? DType::kBFloat16 : DType::kFloat16;
+    for (int rows_per_cta : {0, 16, 32}) {
+      const int q_len = rows_per_cta == 32 ? 2 : 1;
+      SCOPED_TRACE(std::string(kv_format_name(f)) + " sm90_rows_per_cta=" + std::to_string(rows_per_cta));
+      DecodeData d = large_batch_with_bad_page(q_len, 16, f, q_dtype);
+      DecodeOptions opt;
+      opt.sm90_rows_per_cta = rows_per_cta;
+      ReferenceResult ref = run_reference(d);
+      GpuDecodeResult gpu = run_gpu(d, opt);
+      CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+      EXPECT_TRUE(cmp.ok) << cmp.message;
       EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
     }
   }
@@ -546,7 +567,7 @@ constexpr double kFp8MathLseTol = 5e-3;
 constexpr OutSlack kFp8MathSlack{0.97, 0.2};
 
 void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
-                                      OutSlack slack);
+                                      OutSlack slack, int num_heads);
 
 // Whether this GPU runs FP8 math (the sm90 backend); elsewhere the option must be refused.
 bool fp8_math_runs_here() {
@@ -672,7 +693,7 @@ TEST(Decode, Fp8MathGraphReplayEqualsEager) {
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
   DecodeOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;
-  expect_graph_replay_equals_eager(KVFormat::kFP8E4M3, opt, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack);
+  expect_graph_replay_equals_eager(KVFormat::kFP8E4M3, opt, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack, 64);
 }
 
 TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
@@ -880,9 +901,9 @@ TEST(Decode, FlashMlaLseLayoutAndPaddedPages) {
   expect_matches_reference(c);
 }
 
-TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
-  // Request 1: negative length; 2: beyond the block table; 3: causal with seqlen < s_q;
-  // 4: an out-of-range page id in its table. Requests 0 and 5 must be unaffected.
+// Request 1: negative length; 2: beyond the block table; 3: causal with seqlen < s_q;
+// 4: an out-of-range page id in its table. Requests 0 and 5 must be unaffected.
+void expect_guards_poison_only_bad_requests(const DecodeOptions& opt) {
   DecodeCase c;
   c.batch_size = 6;
   c.q_len = 2;
@@ -895,7 +916,7 @@ TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
   d.c.seqlens[2] = d.seqlens[2];
   d.block_table[4 * d.max_pages + 2] = d.num_pages + 7;  // third page of request 4
   ReferenceResult ref = run_reference(d);
-  GpuDecodeResult gpu = run_gpu(d);
+  GpuDecodeResult gpu = run_gpu(d, opt);
   CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
   EXPECT_TRUE(cmp.ok) << cmp.message;
   const unsigned expected = kDeviceErrorNegativeSeqlen | kDeviceErrorSeqlenBeyondTable |
@@ -909,16 +930,24 @@ TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
     for (size_t i = 0; i < row_elems; ++i) EXPECT_TRUE(std::isnan(gpu.lse[r * row_elems + i])) << "request " << r;
 }
 
+TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
+  expect_guards_poison_only_bad_requests({});
+  DecodeOptions narrow;  // the 32-row shape on the narrow kernel (sm90; ignored by the portable kernel)
+  narrow.sm90_rows_per_cta = 32;
+  SCOPED_TRACE("sm90_rows_per_cta=32");
+  expect_guards_poison_only_bad_requests(narrow);
+}
+
 // One captured plan + run replayed over changing lengths: bit-equal to eager runs, and right.
 void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
-                                      OutSlack slack) {
+                                      OutSlack slack, int num_heads) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
   DecodeCase c;
   c.kv_format = format;
   c.batch_size = 8;
   c.q_len = 2;
-  c.num_heads = 64;
+  c.num_heads = num_heads;
   c.seqlens = {1000, 900, 800, 700, 600, 500, 400, 300};  // capacity for every later length
   c.seed = fresh_seed();
   DecodeData d = make_decode_data(c);
@@ -973,7 +1002,11 @@ void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt,
 }
 
 TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
-  expect_graph_replay_equals_eager(KVFormat::kBF16, {}, 1e-2, 1e-4, {});
+  expect_graph_replay_equals_eager(KVFormat::kBF16, {}, 1e-2, 1e-4, {}, 64);
+  DecodeOptions narrow;  // 32 rows on the narrow kernel (sm90; ignored by the portable kernel)
+  narrow.sm90_rows_per_cta = 32;
+  SCOPED_TRACE("sm90_rows_per_cta=32");
+  expect_graph_replay_equals_eager(KVFormat::kBF16, narrow, 1e-2, 1e-4, {}, 16);
 }
 
 TEST(Decode, RunRejectsArgumentsThatDisagreeWithThePlan) {
