@@ -53,8 +53,8 @@ void register_decode(nb::module_& m) {
 
   nb::enum_<Backend>(m, "Backend", "Decode kernel family.")
       .value("auto", Backend::kAuto,
-             "OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0 (portable for 16-bit "
-             "caches with <= 16 query rows from 128 requests, faster there under sustained load)")
+             "OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0 (every cache format "
+             "and shape), portable elsewhere")
       .value("portable", Backend::kPortable, "mma.sync kernel, sm_80 and newer")
       .value("sm90", Backend::kSm90, "wgmma/TMA kernel, sm_90a only");
 

@@ -259,17 +259,21 @@ DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f, DType
   return d;
 }
 
+// That batch against the reference: every valid request right, the bad page id flagged.
+void expect_large_batch_split_and_guards(const DecodeData& d, const DecodeOptions& opt = {}) {
+  ReferenceResult ref = run_reference(d);
+  GpuDecodeResult gpu = run_gpu(d, opt);
+  CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
+  EXPECT_TRUE(cmp.ok) << kv_format_name(d.c.kv_format) << ": " << cmp.message;
+  EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+}
+
 TEST(Decode, Fp8LargeBatchSplitAndGuards) {
   // q_len 2 x 16 heads: 32 rows, at 64 requests the sm90 32-row narrow kernel; q_len 1: 16 rows (narrow kernel).
   for (int q_len : {2, 1}) {
     for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
       SCOPED_TRACE("q_len=" + std::to_string(q_len));
-      DecodeData d = large_batch_with_bad_page(q_len, 16, f);
-      ReferenceResult ref = run_reference(d);
-      GpuDecodeResult gpu = run_gpu(d);
-      CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
-      EXPECT_TRUE(cmp.ok) << kv_format_name(f) << ": " << cmp.message;
-      EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+      expect_large_batch_split_and_guards(large_batch_with_bad_page(q_len, 16, f));
     }
   }
 }
@@ -281,15 +285,10 @@ TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
     const DType q_dtype = f == KVFormat::kBF16 ? DType::kBFloat16 : DType::kFloat16;
     for (int rows_per_cta : {0, 16, 32}) {
       const int q_len = rows_per_cta == 32 ? 2 : 1;
-      SCOPED_TRACE(std::string(kv_format_name(f)) + " sm90_rows_per_cta=" + std::to_string(rows_per_cta));
-      DecodeData d = large_batch_with_bad_page(q_len, 16, f, q_dtype);
+      SCOPED_TRACE("sm90_rows_per_cta=" + std::to_string(rows_per_cta));
       DecodeOptions opt;
       opt.sm90_rows_per_cta = rows_per_cta;
-      ReferenceResult ref = run_reference(d);
-      GpuDecodeResult gpu = run_gpu(d, opt);
-      CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
-      EXPECT_TRUE(cmp.ok) << cmp.message;
-      EXPECT_EQ(gpu.device_errors, unsigned{kDeviceErrorPageIdOutOfRange}) << describe_device_errors(gpu.device_errors);
+      expect_large_batch_split_and_guards(large_batch_with_bad_page(q_len, 16, f, q_dtype), opt);
     }
   }
 }

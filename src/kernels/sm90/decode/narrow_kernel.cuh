@@ -376,7 +376,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
 template <typename T, int kRows>
 __device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int m_tile,
                                              NarrowSharedStorage<kKv16Bit, kRows>& sm, int t) {
-  using Cfg = NarrowConfig<kRows>;
+  using Cfg = NarrowConfig<kRows, 1, kKv16Bit>;
   constexpr int kRowsPerThread = kRows / 16;
   const char* q = static_cast<const char*>(p.q);
   const int chunk = t % 8;
@@ -612,9 +612,10 @@ __device__ __forceinline__ void sts32(uint32_t addr, float v) { asm volatile("st
 // O^T (times each row's `inv`) written as rows of out (the query's type) or of the fp32 partial. The
 // fragments hold dims 64 b + 16 warp + g (+ 8) of a thread's rows, so they go through sm.o_stage, 16
 // rows at a time, and come back as 16-B chunks that a warp stores as consecutive runs of a row.
-template <typename T, int kRows, typename Storage>
+template <typename T, int kRows>
 __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const Segment& seg, int req, int m_tile,
-                                                  Storage& sm, const Lane& ln, int t, const float (&o)[8][kRows / 2],
+                                                  NarrowSharedStorage<kKv16Bit, kRows>& sm, const Lane& ln, int t,
+                                                  const float (&o)[8][kRows / 2],
                                                   const float (&inv)[kRows / 4]) {
   const uint32_t stage = smem_addr(sm.o_stage);
 #pragma unroll
