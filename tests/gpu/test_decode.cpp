@@ -174,6 +174,10 @@ std::vector<ShapeParam> all_shapes() {
         if (s == 1 && !causal) continue;
         v.push_back({s, h, causal, DType::kBFloat16});
       }
+  // s_q = 3 (MTP with two draft tokens): 24, 48, 96, 192 and 384 rows, so that every schedule also
+  // runs a query tile that its rows fill only in part (the sizes above are all powers of two).
+  for (int h : {8, 16, 32, 64, 128}) v.push_back({3, h, true, DType::kBFloat16});
+  v.push_back({3, 32, true, DType::kFloat16});
   for (int h : {16, 128}) v.push_back({2, h, true, DType::kFloat16});
   v.push_back({16, 8, true, DType::kBFloat16});
   v.push_back({16, 16, true, DType::kFloat16});
@@ -230,6 +234,9 @@ std::vector<Fp8Param> fp8_shapes() {
   v.push_back({KVFormat::kFP8E4M3, 2, 8, DType::kFloat16});
   v.push_back({KVFormat::kFP8DsMla, 2, 128, DType::kFloat16});
   v.push_back({KVFormat::kFP8DsMla, 16, 16, DType::kBFloat16});
+  // Partly filled query tiles (48 and 96 rows), as in all_shapes().
+  for (KVFormat f : {KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
+    for (int h : {16, 32}) v.push_back({f, 3, h, DType::kBFloat16});
   return v;
 }
 
@@ -614,7 +621,8 @@ TEST(Decode, Fp8MathMatchesItsReference) {
   const std::vector<Fp8MathCase> cases = {{1, 16, DType::kBFloat16},  {1, 64, DType::kBFloat16},
                                           {1, 128, DType::kBFloat16}, {2, 128, DType::kBFloat16},
                                           {4, 32, DType::kBFloat16},  {2, 8, DType::kBFloat16},
-                                          {16, 8, DType::kBFloat16},  {2, 64, DType::kFloat16},
+                                          {16, 8, DType::kBFloat16},  {3, 32, DType::kBFloat16},
+                                          {2, 64, DType::kFloat16},
                                           {1, 16, DType::kFloat16}};
   for (const Fp8MathCase& k : cases) {
     DecodeCase c;
