@@ -958,10 +958,12 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kT
         hi1 = table.hi[ln.tok1];
       }
       // The previous tile's PV is retired before anything touches o (ptxas cannot follow a wait
-      // that retires it inside the next QK).
-      wgmma_wait<0>();
+      // that retires it inside the next QK). 16-bit: retired above, before the release.
+      if constexpr (kKind != kKv16Bit) {
+        wgmma_wait<0>();
 #pragma unroll
-      for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+        for (int b = 0; b < 8; ++b) fence_operands(o[b]);
+      }
       const uint32_t stage_base = smem_addr(sm.kv[stage]);
 
       float s[kRows / 2];
