@@ -78,9 +78,13 @@ inline constexpr int kSm90Narrow16Bit32MinBatch = 128;
 // FP8 math runs the seesaw at every row count: 1.00-1.05x the alternating form below 128 rows
 // (bench/results/2026-12-02-h200-fp8-math-one-copy.md, run 10), which it replaced.
 inline constexpr Sm90Schedule kSm90WideFp8Math{64, 1, 0, true, true};
-// Measured on the H200 (bench/results/2026-11-30-h200-sm90-seesaw.md): the seesaw is 1.03-1.09x faster
-// from 128 rows (h_q = 64 with s_q = 2 up to h_q = 128 with s_q = 4) and up to 7% slower with 16-32 rows.
-inline constexpr int kSm90SeesawMinRows = 128;
+// The seesaw from two query tiles per request (65+ rows), whose CTAs share each page through L2, so that
+// the tensor cores bound the time. Measured on the H200: 1.03-1.09x the alternating schedule from 128 rows
+// (bench/results/2026-11-30-h200-sm90-seesaw.md); at 80-112 rows 1.02-1.14x cold and 1.01-1.15x at the
+// power cap (one shape, b=16, 96 rows, 1K: 0.98x). With one tile (48-64 rows), whose pages each CTA reads
+// from DRAM alone, 0.94-0.99x cold from b = 16 (b = 1: 0.96-1.02x) and 0.96-1.05x at the cap; with 16-32
+// rows up to 7% slower (bench/results/2026-12-02-h200-seesaw-two-tiles.md).
+inline constexpr int kSm90SeesawMinRows = 65;
 // The 32-row narrow kernel (17-32 rows, FP8) from this batch size on: at b = 64 and 128 it is
 // 1.26-1.79x the wide kernel from s_k = 4K (at b = 128 from 1K; at b = 64, 1K 6% slower for e4m3); at
 // b = 16 it wins only from 16K and loses up to 38% at 1K, where a CTA's few tiles pay its merge

@@ -146,7 +146,7 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
       EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, batch, 64), kSm90Wide)) << rows;
     }
   }
-  for (int rows : {33, 64, 127})  // more rows: the wide kernel at any batch
+  for (int rows : {33, 48, 64})  // more rows, one query tile: the wide kernel's alternating schedule at any batch
     for (int batch : {1, 128})
       for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla})
         EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, batch, 0), kSm90Wide)) << rows;
@@ -173,9 +173,9 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
             << rows << " " << batch;
     }
   }
-  // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows, automatic or
-  // requested; FP8 caches keep the alternating one.
-  for (int rows : {128, 256, 2048}) {
+  // The wide kernel's seesaw schedule for 16-bit caches from kSm90SeesawMinRows rows (two query tiles),
+  // automatic or requested; FP8 caches keep the alternating one.
+  for (int rows : {65, 96, 128, 256, 2048}) {
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
       EXPECT_TRUE(is(choose_sm90_schedule(f, true, rows, 1, 0), kSm90WideSeesaw)) << rows;
       EXPECT_TRUE(is(choose_sm90_schedule(f, false, rows, 1, 64), kSm90WideSeesaw)) << rows;

@@ -10,7 +10,7 @@
 //             boxes) after its last read. Two schedules (WideSchedule, picked on the host):
 //             alternating (consume_alternating): tile j's owner, consumer j % 2, computes S, the
 //             softmax step and P, then both multiply P by their V halves; one tile at a time.
-//             seesaw (consume_seesaw; 16-bit caches, >= 128 query rows): tiles in pairs, consumer 0
+//             seesaw (consume_seesaw; 16-bit caches, >= 65 query rows): tiles in pairs, consumer 0
 //             computes S of the first, consumer 1 of the second, so one consumer's softmax runs
 //             under the other's wgmmas (docs/hopper-kernel.md: both, and the numbers).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
