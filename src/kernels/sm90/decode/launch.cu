@@ -183,20 +183,20 @@ namespace openmla::kernels {
 // The schedules' constants (core/decode_config.h, tested on the CPU) are the kernels' own.
 static_assert(detail::kSm90Wide.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90Wide.ctas_per_sm == 1);
 static_assert(detail::kSm90WideSeesaw.rows_per_cta == sm90::WideConfig::kRows && detail::kSm90WideSeesaw.ctas_per_sm == 1);
-static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16, 1>::kRows &&
-              detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16, 1>::kCtasPerSm &&
-              detail::kSm90Narrow16.narrow_producer_warps == sm90::NarrowConfig<16, 1>::kProducerWarps);
-static_assert(detail::kSm90Narrow16Split.rows_per_cta == sm90::NarrowConfig<16, 2>::kRows &&
-              detail::kSm90Narrow16Split.ctas_per_sm == sm90::NarrowConfig<16, 2>::kCtasPerSm &&
-              detail::kSm90Narrow16Split.narrow_producer_warps == sm90::NarrowConfig<16, 2>::kProducerWarps);
+static_assert(detail::kSm90Narrow16.rows_per_cta == sm90::NarrowConfig<16, kKvE4M3, 1>::kRows &&
+              detail::kSm90Narrow16.ctas_per_sm == sm90::NarrowConfig<16, kKvE4M3, 1>::kCtasPerSm &&
+              detail::kSm90Narrow16.narrow_producer_warps == sm90::NarrowConfig<16, kKvE4M3, 1>::kProducerWarps);
+static_assert(detail::kSm90Narrow16Split.rows_per_cta == sm90::NarrowConfig<16, kKvE4M3, 2>::kRows &&
+              detail::kSm90Narrow16Split.ctas_per_sm == sm90::NarrowConfig<16, kKvE4M3, 2>::kCtasPerSm &&
+              detail::kSm90Narrow16Split.narrow_producer_warps == sm90::NarrowConfig<16, kKvE4M3, 2>::kProducerWarps);
 static_assert(detail::kSm90WideFp8Math.rows_per_cta == sm90::Fp8MathConfig::kRows &&
               detail::kSm90WideFp8Math.ctas_per_sm == 1 && detail::kSm90WideFp8Math.seesaw);
-static_assert(detail::kSm90Narrow16Bit16.rows_per_cta == sm90::NarrowConfig<16, 1, kKv16Bit>::kRows &&
-              detail::kSm90Narrow16Bit16.ctas_per_sm == sm90::NarrowConfig<16, 1, kKv16Bit>::kCtasPerSm &&
-              detail::kSm90Narrow16Bit16.narrow_producer_warps == sm90::NarrowConfig<16, 1, kKv16Bit>::kProducerWarps);
-static_assert(detail::kSm90Narrow16Bit32.rows_per_cta == sm90::NarrowConfig<32, 1, kKv16Bit>::kRows &&
-              detail::kSm90Narrow16Bit32.ctas_per_sm == sm90::NarrowConfig<32, 1, kKv16Bit>::kCtasPerSm &&
-              detail::kSm90Narrow16Bit32.narrow_producer_warps == sm90::NarrowConfig<32, 1, kKv16Bit>::kProducerWarps);
+static_assert(detail::kSm90Narrow16Bit16.rows_per_cta == sm90::NarrowConfig<16, kKv16Bit>::kRows &&
+              detail::kSm90Narrow16Bit16.ctas_per_sm == sm90::NarrowConfig<16, kKv16Bit>::kCtasPerSm &&
+              detail::kSm90Narrow16Bit16.narrow_producer_warps == sm90::NarrowConfig<16, kKv16Bit>::kProducerWarps);
+static_assert(detail::kSm90Narrow16Bit32.rows_per_cta == sm90::NarrowConfig<32, kKv16Bit>::kRows &&
+              detail::kSm90Narrow16Bit32.ctas_per_sm == sm90::NarrowConfig<32, kKv16Bit>::kCtasPerSm &&
+              detail::kSm90Narrow16Bit32.narrow_producer_warps == sm90::NarrowConfig<32, kKv16Bit>::kProducerWarps);
 static_assert(detail::kSm90Narrow32.rows_per_cta == sm90::NarrowConfig<32>::kRows &&
               detail::kSm90Narrow32.ctas_per_sm == sm90::NarrowConfig<32>::kCtasPerSm &&
               detail::kSm90Narrow32.narrow_producer_warps == sm90::NarrowConfig<32>::kProducerWarps);

@@ -30,10 +30,11 @@ inline constexpr int kNarrowDimsPerThread = kHeadDimV / (4 * 8);
 // finishes; always with 32 rows, and for ds_mla at 16 rows from kSm90Narrow16SplitMinBatch requests).
 // 16-bit caches (kKindT = kKv16Bit): one consumer warpgroup for either row count (O^T of 32 rows is 128
 // registers a thread), one producer warp, two stages (a page is 72 KB), one CTA per SM.
+// The producer warps a config has unless told (NarrowConfig's default, and the shared-memory layout's).
 template <int kKindT, int kRowsT>
 inline constexpr int kNarrowDefaultProducerWarps = kKindT != kKv16Bit && kRowsT == 32 ? 2 : 1;
 
-template <int kRowsT, int kProducerWarpsT = (kRowsT == 32 ? 2 : 1), int kKindT = kKvE4M3>
+template <int kRowsT, int kKindT = kKvE4M3, int kProducerWarpsT = kNarrowDefaultProducerWarps<kKindT, kRowsT>>
 struct NarrowConfig {
   static_assert(kRowsT == 16 || kRowsT == 32);
   static constexpr bool k16Bit = kKindT == kKv16Bit;
@@ -125,7 +126,7 @@ inline constexpr int kNarrowStageStride = kHeadDimV + 4;
 template <int kKind, int kRows>
 struct alignas(1024) NarrowSharedStorage {
   using Page = NarrowPage<kKind>;
-  using Cfg = NarrowConfig<kRows, kNarrowDefaultProducerWarps<kKind, kRows>, kKind>;
+  using Cfg = NarrowConfig<kRows, kKind>;
   uint8_t kv[Cfg::kStages][Page::kBytes];                  // pages (NarrowPage)
   uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (narrow_kernel.cuh); at
                                                            // a segment's end the consumers' merge buffer

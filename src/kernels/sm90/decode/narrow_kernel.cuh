@@ -376,7 +376,7 @@ __device__ __forceinline__ void issue_pv(uint32_t stage_base, const NarrowScaleT
 template <typename T, int kRows>
 __device__ __forceinline__ void load_q_16bit(const DecodeParams& p, int req, int m_tile,
                                              NarrowSharedStorage<kKv16Bit, kRows>& sm, int t) {
-  using Cfg = NarrowConfig<kRows, 1, kKv16Bit>;
+  using Cfg = NarrowConfig<kRows, kKv16Bit>;
   constexpr int kRowsPerThread = kRows / 16;
   const char* q = static_cast<const char*>(p.q);
   const int chunk = t % 8;
@@ -760,11 +760,11 @@ __device__ __forceinline__ void finish_and_release(NarrowSharedStorage<kKind, kR
 }  // namespace narrow
 
 template <typename T, int kKind, int kRows, int kProducerWarps>
-__global__ void __launch_bounds__(NarrowConfig<kRows, kProducerWarps, kKind>::kThreads,
-                                  NarrowConfig<kRows, kProducerWarps, kKind>::kCtasPerSm)
+__global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kThreads,
+                                  NarrowConfig<kRows, kKind, kProducerWarps>::kCtasPerSm)
     narrow_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   using namespace narrow;
-  using Cfg = NarrowConfig<kRows, kProducerWarps, kKind>;
+  using Cfg = NarrowConfig<kRows, kKind, kProducerWarps>;
   constexpr int kN = Cfg::kRowsPerThread;
   static_assert(kKind == kKvE4M3 || kKind == kKv16Bit || (kKind == kKvDsMla && std::is_same_v<T, __nv_bfloat16>),
                 "narrow kernel: per-tensor e4m3, 16-bit, or ds_mla with a bf16 query (its rope is bf16)");

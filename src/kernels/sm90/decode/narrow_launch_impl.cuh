@@ -10,7 +10,7 @@ namespace openmla::kernels::sm90 {
 
 template <typename T, int kKind, int kRows, int kProducerWarps>
 cudaError_t prepare_narrow_decode_kernel() {
-  using Cfg = NarrowConfig<kRows, kProducerWarps, kKind>;
+  using Cfg = NarrowConfig<kRows, kKind, kProducerWarps>;
   if constexpr (Cfg::kRebalanceRegisters) {
     // setmaxnreg.inc waits for registers that setmaxnreg.dec released in the same CTA: a budget
     // beyond the launch's register count would hang, so refuse it here.
@@ -30,7 +30,7 @@ template <typename T, int kKind, int kRows, int kProducerWarps>
 cudaError_t run_narrow_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream) {
   const dim3 grid((p.rows + kRows - 1) / kRows, p.num_parts);
   return launch_kernel(narrow_decode_kernel<T, kKind, kRows, kProducerWarps>, grid,
-                       NarrowConfig<kRows, kProducerWarps, kKind>::kThreads, kNarrowSmemBytes<kKind, kRows>, stream,
+                       NarrowConfig<kRows, kKind, kProducerWarps>::kThreads, kNarrowSmemBytes<kKind, kRows>, stream,
                        programmatic, p, maps);
 }
 
