@@ -45,7 +45,9 @@ TEST(DecodeConfig, CombineTileCoversTheSplitsInOneBatch) {
           EXPECT_GE(t, 8);
           EXPECT_LE(t, 1024);
           EXPECT_EQ(t & (t - 1), 0);
-          if (t > 128) EXPECT_LE(t / 128, rows) << "b " << b << " rows " << rows;
+          if (t > 128) {
+            EXPECT_LE(t / 128, rows) << "b " << b << " rows " << rows;
+          }
         }
   EXPECT_EQ(combine_groups(1, 132), 1);
   EXPECT_EQ(combine_groups(128, 132), 128);
