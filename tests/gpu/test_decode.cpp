@@ -474,6 +474,7 @@ struct ScheduleCase {
   KVFormat format;
   DType q_dtype;
   int q_len, num_heads, rows_per_cta;
+  bool causal = true;
 };
 
 void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
@@ -483,13 +484,13 @@ void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
     c.num_heads = k.num_heads;
     c.q_dtype = k.q_dtype;
     c.kv_format = k.format;
-    c.causal = true;
+    c.causal = k.causal;
     c.kv_fp8_scale = 0.37f;
     if (k.format == KVFormat::kFP8DsMla) {
       c.latent_log2_spread = 12;
       c.softmax_scale = std::ldexp(1.0f / 24.0f, -14);
     }
-    const int lo = k.q_len > 1 ? k.q_len : 1;
+    const int lo = k.causal && k.q_len > 1 ? k.q_len : 1;  // without the mask a request may be shorter than s_q
     c.seqlens = {0, lo, 17, 63, 64, 65, 200, 1000, 3000};
     c.batch_size = static_cast<int>(c.seqlens.size());
     c.seed = fresh_seed();
@@ -528,6 +529,22 @@ TEST(Decode, Sm90Narrow16BitForced) {
                                     {KVFormat::kFP16, DType::kFloat16, 1, 32, 32},
                                     {KVFormat::kBF16, DType::kBFloat16, 4, 8, 32},
                                     {KVFormat::kFP16, DType::kFloat16, 1, 16, 32}});
+}
+
+// Several query tokens without the causal mask (every token sees the whole request, which may be
+// shorter than s_q), on every sm90 schedule and cache format: the FP8 and 16-bit narrow kernels in 16-
+// and 32-row CTAs, the wide kernel's alternating schedule on FP8 caches (48 rows: a tile filled in part,
+// 128 rows) and its seesaw (96 rows). The other tests of these schedules take the mask.
+TEST(Decode, Sm90SchedulesWithoutCausalMask) {
+  expect_schedules_match_reference({{KVFormat::kFP8E4M3, DType::kBFloat16, 2, 8, 16, false},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 8, 16, false},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 2, 16, 32, false},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 4, 8, 32, false},
+                                    {KVFormat::kBF16, DType::kBFloat16, 2, 8, 16, false},
+                                    {KVFormat::kFP16, DType::kFloat16, 2, 16, 32, false},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 3, 16, 64, false},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 64, 64, false},
+                                    {KVFormat::kBF16, DType::kBFloat16, 3, 32, 64, false}});
 }
 
 TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
