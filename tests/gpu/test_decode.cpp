@@ -475,6 +475,7 @@ struct ScheduleCase {
   DType q_dtype;
   int q_len, num_heads, rows_per_cta;
   bool causal = true;
+  int page_pad_tokens = 0;  // page stride (64 + pad) tokens, as FlashMLA's test caches
 };
 
 void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
@@ -485,6 +486,7 @@ void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
     c.q_dtype = k.q_dtype;
     c.kv_format = k.format;
     c.causal = k.causal;
+    c.page_pad_tokens = k.page_pad_tokens;
     c.kv_fp8_scale = 0.37f;
     if (k.format == KVFormat::kFP8DsMla) {
       c.latent_log2_spread = 12;
@@ -496,7 +498,8 @@ void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
     c.seed = fresh_seed();
     DecodeOptions opt;
     opt.sm90_rows_per_cta = k.rows_per_cta;
-    SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(k.rows_per_cta));
+    SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(k.rows_per_cta) +
+                 " page_pad_tokens=" + std::to_string(k.page_pad_tokens));
     expect_matches_reference(c, opt);
     opt.num_parts = 7;  // few parts: long segments (and, at 32 rows, both consumers in most of them)
     expect_matches_reference(c, opt);
@@ -545,6 +548,21 @@ TEST(Decode, Sm90SchedulesWithoutCausalMask) {
                                     {KVFormat::kFP8E4M3, DType::kBFloat16, 3, 16, 64, false},
                                     {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 64, 64, false},
                                     {KVFormat::kBF16, DType::kBFloat16, 3, 32, 64, false}});
+}
+
+// Pages padded past 64 tokens (FlashMLA's test caches pad by one): the page stride, which every sm90 TMA
+// map takes as a coordinate stride, is then not 64 rows. Every schedule and cache format, pads 1 and 3.
+TEST(Decode, Sm90SchedulesOnPaddedPages) {
+  expect_schedules_match_reference({{KVFormat::kBF16, DType::kBFloat16, 1, 16, 16, true, 1},
+                                    {KVFormat::kFP16, DType::kFloat16, 2, 16, 32, true, 3},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 16, 16, true, 1},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 1, 16, 16, true, 3},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 2, 16, 32, true, 3},
+                                    {KVFormat::kFP8DsMla, DType::kBFloat16, 2, 16, 32, true, 1},
+                                    {KVFormat::kBF16, DType::kBFloat16, 1, 64, 64, true, 1},
+                                    {KVFormat::kFP8E4M3, DType::kBFloat16, 1, 64, 64, true, 3},
+                                    {KVFormat::kFP8DsMla, DType::kFloat16, 2, 64, 64, true, 1},
+                                    {KVFormat::kBF16, DType::kBFloat16, 2, 64, 64, true, 3}});
 }
 
 TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
@@ -656,6 +674,25 @@ TEST(Decode, Fp8MathMatchesItsReference) {
     DecodeOptions few;
     few.num_parts = 7;  // long segments, and splits with partials for the others
     expect_fp8_math_matches(c, few);
+  }
+}
+
+// Pages padded past 64 tokens (Sm90SchedulesOnPaddedPages covers the other schedules): the FP8-math
+// kernel's page map with strides of 65 and 67 tokens.
+TEST(Decode, Fp8MathOnPaddedPages) {
+  if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
+  for (int pad : {1, 3}) {
+    DecodeCase c;
+    c.q_len = pad == 1 ? 2 : 1;
+    c.num_heads = pad == 1 ? 64 : 16;
+    c.kv_format = KVFormat::kFP8E4M3;
+    c.kv_fp8_scale = 0.05f;
+    c.page_pad_tokens = pad;
+    c.seqlens = {0, 2, 63, 65, 200, 1000};
+    c.batch_size = static_cast<int>(c.seqlens.size());
+    c.seed = fresh_seed();
+    SCOPED_TRACE("page_pad_tokens=" + std::to_string(pad));
+    expect_fp8_math_matches(c);
   }
 }
 
