@@ -565,6 +565,33 @@ TEST(Decode, Sm90SchedulesOnPaddedPages) {
                                     {KVFormat::kBF16, DType::kBFloat16, 2, 64, 64, true, 3}});
 }
 
+// A batch whose every request is empty (a warm-up call, or a step before any token was written): no
+// tile to compute, so only the planner, the kernels' empty segments and the combine run; every row must
+// come out as out 0, lse -inf, with no device error. Every format, the automatic schedule at 4 and 128
+// requests (the narrow kernels from 64 / 128) and each sm90 schedule forced.
+TEST(Decode, EveryRequestEmpty) {
+  const struct {
+    int q_len, num_heads, batch, rows_per_cta;
+  } shapes[] = {{1, 16, 4, 0}, {1, 16, 128, 0}, {2, 16, 128, 0}, {2, 64, 4, 0},
+                {1, 16, 4, 16}, {2, 16, 4, 32}, {2, 16, 4, 64}};
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+    for (const auto& k : shapes) {
+      DecodeCase c;
+      c.q_len = k.q_len;
+      c.num_heads = k.num_heads;
+      c.kv_format = f;
+      c.causal = true;
+      c.batch_size = k.batch;
+      c.seqlens.assign(k.batch, 0);
+      c.seed = fresh_seed();
+      DecodeOptions opt;
+      opt.sm90_rows_per_cta = k.rows_per_cta;
+      SCOPED_TRACE("sm90_rows_per_cta=" + std::to_string(k.rows_per_cta));
+      expect_matches_reference(c, opt);
+    }
+  }
+}
+
 TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   DecodeShape shape;
   shape.batch_size = 2;
