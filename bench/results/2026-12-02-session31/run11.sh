@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 31 run 11: three new GPU tests — every sm90 schedule on pages padded past 64 tokens
+# Session 31 run 11 (and 11b, after the helper fix): three new GPU tests — every sm90 schedule on pages padded past 64 tokens
 # (Sm90SchedulesOnPaddedPages), the FP8-math kernel on them (Fp8MathOnPaddedPages), a batch whose every request
 # is empty (EveryRequestEmpty) — under sm90, the automatic and the portable backend, and compute-sanitizer on
 # them (sm90; racecheck's reports sorted by racecheck_known.py).
