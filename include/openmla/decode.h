@@ -32,9 +32,8 @@ struct DecodeShape {
 };
 
 enum class Backend : uint8_t {
-  kAuto = 0,      // OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0
-                  // (but portable for 16-bit caches with <= 16 query rows from 128 requests, level cold
-                  // and faster at the power cap: docs/hopper-kernel.md, "Launch, split-KV, combine, dispatch")
+  kAuto = 0,      // OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0 (every
+                  // cache format and shape), portable elsewhere
   kPortable = 1,  // mma.sync kernel, sm_80 and newer
   kSm90 = 2,      // wgmma/TMA kernel, sm_90a only
 };
@@ -62,8 +61,9 @@ struct DecodeOptions {
   // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
   // picks the schedule. 16 or 32: the "narrow" kernel (s_q * h_q <= that; ds_mla with a bf16 query);
   // 64: the "wide" kernel; 0 = automatic (FP8 caches: narrow for <= 16 rows, its 32-row variant for
-  // 17-32 rows from 64 requests, wide otherwise; 16-bit caches: wide; docs/hopper-kernel.md). A
-  // schedule that cannot run the shape throws kInvalidArgument.
+  // 17-32 rows from 64 requests; 16-bit caches: narrow for <= 16 rows from 64 requests and 17-32 rows
+  // from 128; wide otherwise; detail::choose_sm90_schedule, docs/hopper-kernel.md). A schedule that
+  // cannot run the shape throws kInvalidArgument.
   int sm90_rows_per_cta = 0;
   // kQkAndPv needs kv_format kFP8E4M3 (else kInvalidArgument) and the sm90 backend (else
   // kUnsupported: the portable kernel has no FP8 math); it runs the 64-row schedule.

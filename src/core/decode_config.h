@@ -107,7 +107,6 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int batch_size, int requested_rows,
                                   Fp8Math math = Fp8Math::kOff) noexcept;
 
-
 // Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1).
 int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
 

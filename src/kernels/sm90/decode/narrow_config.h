@@ -79,22 +79,19 @@ struct NarrowPage<kKvE4M3> {
   static constexpr int kBytes = kRopeOffset + 64 * kRopeRowBytes;     // 36,864 = 576 B x 64 tokens
 };
 
-// 16-bit: the wide kernel's tiles, nine boxes of 64 tokens x 64 dims (128 B) with the 128-B swizzle, in
-// one copy: boxes 0-7 are V (and K's latent dims), box 8 the rope. K boxes are K-major A operands, V
-// boxes MN-major ones.
-// The page lands in kParts copies of kPartBoxes boxes, each on its own barrier, so that S^T starts on the
-// first part while the rest is in flight.
+// 16-bit: the wide kernel's tiles, nine boxes of 64 tokens x 64 dims (128 B) with the 128-B swizzle:
+// boxes 0-7 are V (and K's latent dims), box 8 the rope. K boxes are K-major A operands, V boxes MN-major
+// ones. The page lands in kParts copies of kPartBoxes boxes, each on its own barrier, so that S^T starts
+// on the first part while the rest is in flight.
 template <>
 struct NarrowPage<kKv16Bit> {
-  static constexpr bool kSwizzled = true;
-  static constexpr int kLatentBoxBytes = 64 * 128;
-  static constexpr int kLatentBoxes = 8;
+  static constexpr bool kSwizzled = true;               // finish_page: whole rows across the boxes
+  static constexpr int kLatentBoxBytes = 64 * 128;      // every box, the rope's too
   static constexpr int kBoxes = 9;
   static constexpr int kParts = 3;
   static constexpr int kPartBoxes = kBoxes / kParts;
   static constexpr int kPartBytes = kPartBoxes * kLatentBoxBytes;
-  static constexpr int kRopeOffset = kLatentBoxes * kLatentBoxBytes;  // 65,536
-  static constexpr int kBytes = kBoxes * kLatentBoxBytes;             // 73,728 = 1152 B x 64 tokens
+  static constexpr int kBytes = kBoxes * kLatentBoxBytes;  // 73,728 = 1152 B x 64 tokens
 };
 
 // ds_mla: the page exactly as stored (one TMA box over the page's dense 656-B rows, viewed as rows of

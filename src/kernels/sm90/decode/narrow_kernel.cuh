@@ -1082,10 +1082,13 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
     const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
     if (seg.errors && t == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
     const bool poison = errors != 0;
+    // A row's factor on O: out_scale / l in the query's units (f), NaN for a poisoned segment, 0 for a row
+    // that saw no key.
+    auto row_factor = [&](int i) { return poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f); };
     if constexpr (kKind == kKv16Bit) {
       float inv[kN];
 #pragma unroll
-      for (int i = 0; i < kN; ++i) inv[i] = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
+      for (int i = 0; i < kN; ++i) inv[i] = row_factor(i);
       write_rows_staged<T, kRows>(p, seg, req, m_tile, sm, ln, t, o, inv);
     }
 #pragma unroll
@@ -1094,7 +1097,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
       if (row >= p.rows) continue;
       const auto [qi, head] = query_row(p, row);
       if constexpr (kKind != kKv16Bit) {
-        const float inv = poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f);
+        const float inv = row_factor(i);
         float v[16];
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
