@@ -184,11 +184,18 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
 
 // ---- the softmax step and the two schedules -----------------------------------------------------
 
+// The CTA's m-tile: grid x (launch_impl.cuh).
+__device__ __forceinline__ int wide_m_tile() { return static_cast<int>(blockIdx.x); }
+
 // Keys a row may see: < limit (seqlen, or the causal limit of the row's query token).
 struct TileMask {
   int seqlen;
-  int limit0, limit1;   // this thread's two rows
-  int tile_min_limit;   // the m-tile's smallest limit: tiles entirely below it need no mask
+  int tile_min_limit;  // the m-tile's smallest limit: tiles entirely below it need no mask
+  // This thread's rows' limits, computed where a tile needs them (the last one or two of a segment) from values
+  // that are at hand there: held through the tile loop, one of them was spilled around every softmax step.
+  __device__ __forceinline__ int limit(const DecodeParams& p, int row) const {
+    return key_limit(p, seqlen, opaque(wide_m_tile()) * Cfg::kRows + row);
+  }
 };
 
 // Online-softmax state of this thread's two rows: the running max m (raw score units, the same in
@@ -213,19 +220,21 @@ struct SoftmaxStep {
 // S itself is only read: the masked scores go to a separate array (an accumulator register defined
 // by other instructions is what makes ptxas serialize wgmma once S is carried across a loop).
 template <typename T>
-__device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], const TileMask& mask, int first_token,
-                                                    int c, float m_prev0, float m_prev1, float scale_log2) {
+__device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], const DecodeParams& p, const TileMask& mask,
+                                                    int first_token, int c, int row0, int row1, float m_prev0,
+                                                    float m_prev1, float scale_log2) {
   float s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = acc[i];
   if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
+    const int limit0 = mask.limit(p, row0), limit1 = mask.limit(p, row1);
 #pragma unroll
     for (int n8 = 0; n8 < 8; ++n8) {
       const int k = first_token + n8 * 8 + 2 * c;
-      s[4 * n8 + 0] = k >= mask.limit0 ? -INFINITY : s[4 * n8 + 0];
-      s[4 * n8 + 1] = k + 1 >= mask.limit0 ? -INFINITY : s[4 * n8 + 1];
-      s[4 * n8 + 2] = k >= mask.limit1 ? -INFINITY : s[4 * n8 + 2];
-      s[4 * n8 + 3] = k + 1 >= mask.limit1 ? -INFINITY : s[4 * n8 + 3];
+      s[4 * n8 + 0] = k >= limit0 ? -INFINITY : s[4 * n8 + 0];
+      s[4 * n8 + 1] = k + 1 >= limit0 ? -INFINITY : s[4 * n8 + 1];
+      s[4 * n8 + 2] = k >= limit1 ? -INFINITY : s[4 * n8 + 2];
+      s[4 * n8 + 3] = k + 1 >= limit1 ? -INFINITY : s[4 * n8 + 3];
     }
   }
   SoftmaxStep r;
@@ -290,13 +299,15 @@ __device__ __forceinline__ void publish_p(WideSharedStorage& sm, const SoftmaxSt
   fence_proxy_async();  // P is read by the other consumer's wgmma
 }
 
-// Zeroes this consumer's half of V beyond seqlen in the segment's last tile (if it is partial).
+// Zeroes this consumer's half of V beyond seqlen in the segment's last tile (if it is partial). Its row and
+// thread arithmetic starts from opaque values, so that nothing of it is computed ahead and held (spilled) through
+// the tile loop for this rare path.
 __device__ __forceinline__ void zero_tail_if_last(WideSharedStorage& sm, const TileMask& mask, int block, int stage,
-                                                  uint32_t parity, int me, int t) {
+                                                  uint32_t parity, int me) {
   const int first_token = block * Cfg::kTokens;
   if (first_token + Cfg::kTokens <= mask.seqlen) return;
   wait_v_half(sm, stage, me, parity);
-  zero_v_tail(sm, stage, me, mask.seqlen - first_token, t);
+  zero_v_tail(sm, stage, me, mask.seqlen - opaque(first_token), opaque(static_cast<int>(threadIdx.x)) % 128);
   fence_proxy_async();
   named_barrier_sync(kBarConsumer0 + me, 128);
 }
@@ -342,7 +353,8 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
 // that way and keep the single wait). rope_early: the owner gives box 8 back once S is done (the kernel's
 // rope_early; 16-bit caches, few rows).
 template <typename T, bool kBoxByBox>
-__device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float scale_log2, const Segment& seg,
+__device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
+                                                    const Segment& seg,
                                                     const TileMask& mask, int tiles, int me, int t, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                     const int* page_ids, int num_pages, bool& bad_page,
@@ -364,7 +376,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
     // checks the id itself to poison the segment.
     const int page = page_ids[block];
     bad_page |= page < 0 || page >= num_pages;
-    zero_tail_if_last(sm, mask, block, stage, parity, me, t);
+    zero_tail_if_last(sm, mask, block, stage, parity, me);
 
     SoftmaxStep st;
     if (own) {
@@ -377,7 +389,7 @@ __device__ __forceinline__ void consume_alternating(WideSharedStorage& sm, float
       wgmma_wait<0>();
       fence_operands(s);
       if (rope_early) mbarrier_arrive(&sm.rope_empty[stage]);  // S was box 8's last reader
-      st = softmax_step<T>(s, mask, block * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      st = softmax_step<T>(s, p, mask, block * Cfg::kTokens, c, row0, row1, rs.m0, rs.m1, scale_log2);
       publish_p(sm, st, c, row0, row1);
     } else {
       wait_v_half(sm, stage, me, parity);
@@ -446,7 +458,8 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
 // them (it does not model `barrier.arrive`).
 template <typename T>
-__device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scale_log2, const Segment& seg,
+__device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
+                                               const Segment& seg,
                                                const TileMask& mask, int tiles, int me, int t, int c, int row0,
                                                int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
@@ -477,7 +490,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       bad_page |= page_b < 0 || page_b >= num_pages;
     }
     if (me == 0) {
-      SoftmaxStep st = softmax_step<T>(s, mask, block_a * Cfg::kTokens, c, rs.m0, rs.m1, scale_log2);
+      SoftmaxStep st = softmax_step<T>(s, p, mask, block_a * Cfg::kTokens, c, row0, row1, rs.m0, rs.m1, scale_log2);
       __syncwarp();  // the quad's reads of the previous pair's values are done
       write_row_state(sm.row_max, sm.row_scale, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
       named_barrier_wait(kBarScale0Ready, 256);
@@ -485,7 +498,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       rs.l1 = rs.l1 * st.alpha1 + st.sum1;
       rescale_rows(o, st.alpha0, st.alpha1);
       uint32_t (&pa)[4][4] = st.pa;
-      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 0, t);
+      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 0);
       issue_pv_rs<T>(sm, stage_a, 0, pa, o);
       wgmma_wait<0>();
       fence_operands(o);
@@ -503,7 +516,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       rs.l1 *= f1;
       rescale_rows(o, f0, f1);
       if (has_b) {
-        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0, t);
+        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0);
         issue_pv_ss<T>(sm, p_tile(sm, stage_b), stage_b, 0, o);
       }
       const bool next = j + 2 < tiles;
@@ -526,7 +539,7 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       float f0 = alpha_a0, f1 = alpha_a1;  // O1 and l1: from b - 2's max to this pair's last
       __syncwarp();  // the quad's reads above are done before lane 0 writes
       if (has_b) {
-        st = softmax_step<T>(s, mask, block_b * Cfg::kTokens, c, m_a0, m_a1, scale_log2);
+        st = softmax_step<T>(s, p, mask, block_b * Cfg::kTokens, c, row0, row1, m_a0, m_a1, scale_log2);
         write_row_state(sm.row_max, sm.row_scale_b, st.m0, st.m1, st.alpha0, st.alpha1, c, row0, row1);
         f0 *= st.alpha0;
         f1 *= st.alpha1;
@@ -550,11 +563,11 @@ __device__ __forceinline__ void consume_seesaw(WideSharedStorage& sm, float scal
       rs.l1 = rs.l1 * f1 + st.sum1;
       rescale_rows(o, f0, f1);
       if (has_b) {
-        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 1, t);
+        zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 1);
         issue_pv_rs<T>(sm, stage_b, 1, st.pa, o);
       }
       named_barrier_wait(kBarP0Ready, 256);
-      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 1, t);
+      zero_tail_if_last(sm, mask, block_a, stage_a, parity_a, 1);
       issue_pv_ss<T>(sm, p_tile(sm, stage_a), stage_a, 1, o);
       if (has_b) {
         wgmma_wait<1>();  // P_b V_b is done
@@ -659,7 +672,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
-  const int m_tile = blockIdx.x;
+  const int m_tile = wide_m_tile();
   const int part_idx = blockIdx.y;
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
@@ -756,8 +769,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     TileMask mask;
     mask.seqlen = seg.seqlen;
-    mask.limit0 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row0);
-    mask.limit1 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row1);
     // The m-tile's smallest limit (its first row's): tiles below it need no mask.
     mask.tile_min_limit = key_limit(p, seg.seqlen, m_tile * Cfg::kRows);
 
@@ -767,10 +778,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     RowState rs;
     bool bad_page = false;
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      consume_seesaw<MathT>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
+      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
                             p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     } else {
-      consume_alternating<MathT, kKind != kKv16Bit>(sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c,
+      consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
                                                     p.num_pages, bad_page, rope_early);
     }
