@@ -355,7 +355,7 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
 template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                     const Segment& seg,
-                                                    const TileMask& mask, int tiles, int me, int t, int lane, int c,
+                                                    const TileMask& mask, int tiles, int me, int lane, int c,
                                                     int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                     const int* page_ids, int num_pages, bool& bad_page,
                                                     bool rope_early) {
@@ -460,7 +460,7 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                const Segment& seg,
-                                               const TileMask& mask, int tiles, int me, int t, int c, int row0,
+                                               const TileMask& mask, int tiles, int me, int c, int row0,
                                                int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
@@ -778,10 +778,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     RowState rs;
     bool bad_page = false;
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, c, row0, row1, it, o, rs,
+      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs,
                             p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
     } else {
-      consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, t, lane, c,
+      consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
                                                     p.num_pages, bad_page, rope_early);
     }
