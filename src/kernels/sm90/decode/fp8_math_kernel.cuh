@@ -32,6 +32,7 @@
 #include "kernels/sm90/common/wgmma_ops.cuh"
 #include "kernels/sm90/decode/o_fragment.cuh"
 #include "kernels/sm90/decode/fp8_math_config.h"
+#include "kernels/sm90/decode/tile_mask.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90::fp8_math {
@@ -319,10 +320,7 @@ __device__ __forceinline__ void issue_pv_ss(const Smem& sm, const uint8_t* p_til
   fence_operands(o);
 }
 
-struct TileMask {
-  int limit0, limit1;   // keys this thread's two rows may see: < limit
-  int tile_min_limit;   // the m-tile's smallest limit: tiles entirely below it need no mask
-};
+static_assert(Cfg::kRows == kMaskTileRows && Cfg::kTokens == kMaskTileTokens, "TileMask's tile (tile_mask.cuh)");
 
 // Running state of this thread's two rows: the exponent base (log2 units, an integer; -inf until a
 // key was seen) and this consumer's share of the row sums (unreduced over the quad).
@@ -340,8 +338,10 @@ struct SoftmaxStep {
 
 // x = S * scale_log2 (the row's Q scale applied); masks, new base = ceil(max), P = exp2(x - base),
 // alpha = exp2(old base - new base) (a power of two), P as e4m3(256 P) in A-fragment order.
+// limit0 / limit1: this thread's rows' limits, held through the segment (TileMask::limit).
 __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMask& mask, int first_token, int c,
-                                                    const RowState& rs, float scale0, float scale1) {
+                                                    int limit0, int limit1, const RowState& rs, float scale0,
+                                                    float scale1) {
 #pragma unroll
   for (int n8 = 0; n8 < 8; ++n8) {
     s[4 * n8 + 0] *= scale0;
@@ -349,16 +349,7 @@ __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMa
     s[4 * n8 + 2] *= scale1;
     s[4 * n8 + 3] *= scale1;
   }
-  if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
-#pragma unroll
-    for (int n8 = 0; n8 < 8; ++n8) {
-      const int k = first_token + n8 * 8 + 2 * c;
-      s[4 * n8 + 0] = k >= mask.limit0 ? -INFINITY : s[4 * n8 + 0];
-      s[4 * n8 + 1] = k + 1 >= mask.limit0 ? -INFINITY : s[4 * n8 + 1];
-      s[4 * n8 + 2] = k >= mask.limit1 ? -INFINITY : s[4 * n8 + 2];
-      s[4 * n8 + 3] = k + 1 >= mask.limit1 ? -INFINITY : s[4 * n8 + 3];
-    }
-  }
+  if (mask.needs_mask(first_token)) mask_scores(s, first_token, c, limit0, limit1);
   float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
   for (int n8 = 0; n8 < 8; ++n8) {
@@ -457,6 +448,7 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[2][4], float f0, flo
 struct ConsumerView {
   const Segment& seg;
   const TileMask& mask;
+  int limit0, limit1;  // this thread's rows' limits
   int tiles;
   int me, c, row0, row1;
   float scale0, scale1;
@@ -498,7 +490,7 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
     note_bad_page(v, block_a, bad_page);
     if (has_b) note_bad_page(v, block_b, bad_page);
     if (v.me == 0) {
-      SoftmaxStep st = softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, rs, v.scale0, v.scale1);
+      SoftmaxStep st = softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, v.limit0, v.limit1, rs, v.scale0, v.scale1);
       write_row_state(sm.row_base, sm.row_scale, st, v.c, v.row0, v.row1);
       named_barrier_wait(kFp8MathBarScale0, 256);
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;
@@ -546,7 +538,7 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
       float f0 = sm.row_scale[v.row0], f1 = sm.row_scale[v.row1];  // O1 and l1: from b - 2's base to this pair's last
       SoftmaxStep st;
       if (has_b) {
-        st = softmax_step(s, v.mask, block_b * Cfg::kTokens, v.c, at_a, v.scale0, v.scale1);
+        st = softmax_step(s, v.mask, block_b * Cfg::kTokens, v.c, v.limit0, v.limit1, at_a, v.scale0, v.scale1);
         write_row_state(sm.row_base, sm.row_scale_b, st, v.c, v.row0, v.row1);
         f0 *= st.alpha0;
         f1 *= st.alpha1;
@@ -624,7 +616,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
   }
   __syncthreads();
 
-  const int m_tile = blockIdx.x;
+  const int m_tile = wide_m_tile();
   const int part_idx = blockIdx.y;
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
@@ -659,18 +651,15 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     const float scale0 = tiles > 0 ? sm.q_scale[row0] * p.scale_log2 : 0.f;
     const float scale1 = tiles > 0 ? sm.q_scale[row1] * p.scale_log2 : 0.f;
 
-    TileMask mask;
-    mask.limit0 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row0);
-    mask.limit1 = key_limit(p, seg.seqlen, m_tile * Cfg::kRows + row1);
-    mask.tile_min_limit = key_limit(p, seg.seqlen, m_tile * Cfg::kRows);
+    const TileMask mask = TileMask::of_segment(p, seg.seqlen, m_tile);
 
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
     bool bad_page = false;
-    const ConsumerView view{seg,  mask,   tiles,  me, c, row0, row1, scale0, scale1,
-                            p.block_table + req * p.block_table_stride, p.num_pages};
+    const ConsumerView view{seg,  mask,  mask.limit(p, m_tile, row0), mask.limit(p, m_tile, row1), tiles, me, c, row0,
+                            row1, scale0, scale1, p.block_table + req * p.block_table_stride, p.num_pages};
     consume_seesaw(sm, view, it, o, rs, bad_page);
 
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.

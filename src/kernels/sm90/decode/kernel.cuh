@@ -36,6 +36,7 @@
 #include "kernels/sm90/decode/config.h"
 #include "kernels/sm90/decode/o_fragment.cuh"
 #include "kernels/sm90/decode/seesaw_pairs.h"
+#include "kernels/sm90/decode/tile_mask.cuh"
 #include "kernels/sm90/decode/fp8_stage.cuh"
 #include "openmla/error.h"
 
@@ -184,19 +185,7 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
 
 // ---- the softmax step and the two schedules -----------------------------------------------------
 
-// The CTA's m-tile: grid x (launch_impl.cuh).
-__device__ __forceinline__ int wide_m_tile() { return static_cast<int>(blockIdx.x); }
-
-// Keys a row may see: < limit (seqlen, or the causal limit of the row's query token).
-struct TileMask {
-  int seqlen;
-  int tile_min_limit;  // the m-tile's smallest limit: tiles entirely below it need no mask
-  // This thread's rows' limits, computed where a tile needs them (the last one or two of a segment) from values
-  // that are at hand there: held through the tile loop, one of them was spilled around every softmax step.
-  __device__ __forceinline__ int limit(const DecodeParams& p, int row) const {
-    return key_limit(p, seqlen, opaque(wide_m_tile()) * Cfg::kRows + row);
-  }
-};
+static_assert(Cfg::kRows == kMaskTileRows && Cfg::kTokens == kMaskTileTokens, "TileMask's tile (tile_mask.cuh)");
 
 // Online-softmax state of this thread's two rows: the running max m (raw score units, the same in
 // both consumers) and this consumer's share of the row sums l (unreduced over the quad).
@@ -226,17 +215,7 @@ __device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], cons
   float s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = acc[i];
-  if (first_token + Cfg::kTokens > mask.tile_min_limit) {  // uniform: only the last tile or two
-    const int limit0 = mask.limit(p, row0), limit1 = mask.limit(p, row1);
-#pragma unroll
-    for (int n8 = 0; n8 < 8; ++n8) {
-      const int k = first_token + n8 * 8 + 2 * c;
-      s[4 * n8 + 0] = k >= limit0 ? -INFINITY : s[4 * n8 + 0];
-      s[4 * n8 + 1] = k + 1 >= limit0 ? -INFINITY : s[4 * n8 + 1];
-      s[4 * n8 + 2] = k >= limit1 ? -INFINITY : s[4 * n8 + 2];
-      s[4 * n8 + 3] = k + 1 >= limit1 ? -INFINITY : s[4 * n8 + 3];
-    }
-  }
+  if (mask.needs_mask(first_token)) mask_scores(s, first_token, c, mask.limit_here(p, row0), mask.limit_here(p, row1));
   SoftmaxStep r;
   float mx0 = m_prev0, mx1 = m_prev1;
 #pragma unroll
@@ -767,10 +746,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     named_barrier_sync(kBarConsumers, 256);
     const float q_unscale = exp2f(static_cast<float>(q_shift));  // scores back to the query's units
 
-    TileMask mask;
-    mask.seqlen = seg.seqlen;
-    // The m-tile's smallest limit (its first row's): tiles below it need no mask.
-    mask.tile_min_limit = key_limit(p, seg.seqlen, m_tile * Cfg::kRows);
+    const TileMask mask = TileMask::of_segment(p, seg.seqlen, m_tile);
 
     float o[128];
 #pragma unroll
