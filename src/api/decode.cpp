@@ -177,10 +177,12 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
                                                  num_parts_);
-  const int min_units =
-      backend_ == Backend::kSm90 ? kernels::kSm90MinUnitsPerPart : kernels::kMinUnitsPerPart;
+  const bool sm90 = backend_ == Backend::kSm90;
+  const int min_units = sm90 ? kernels::kSm90MinUnitsPerPart : kernels::kMinUnitsPerPart;
+  const int whole_slack_percent = sm90 && m_tiles_ >= 2 ? kernels::kSm90WholeRequestSlackPercent : 0;
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
-                                          num_parts_, min_units, static_cast<kernels::SplitPart*>(ws.parts),
+                                          num_parts_, min_units, whole_slack_percent,
+                                          static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
 }
 

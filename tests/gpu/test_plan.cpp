@@ -1,6 +1,7 @@
 // The device split-KV planner (kernels/common/plan_kernel.cu) read back: every schedule covers each
 // request's blocks exactly once, in order, with consistent split records and partial slots; equal
-// requests that pack into the parts within kWholeRequestSlackUnits stay whole, the rest split.
+// requests that pack into the parts within the whole-request slack (kWholeRequestSlackUnits, or the
+// caller's percent of the equal share) stay whole, the rest split.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +26,8 @@ struct Schedule {
   std::vector<RequestSplit> splits;
 };
 
-Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_units_per_part) {
+Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_units_per_part,
+                     int whole_slack_percent = 0) {
   const int batch = static_cast<int>(seqlens.size());
   int* d_seqlens = nullptr;
   SplitPart* d_parts = nullptr;
@@ -37,7 +39,8 @@ Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_uni
   // Poison both outputs: the planner must write every part and every request.
   EXPECT_EQ(cudaMemset(d_parts, 0x7f, sizeof(SplitPart) * num_parts), cudaSuccess);
   EXPECT_EQ(cudaMemset(d_splits, 0x7f, sizeof(RequestSplit) * batch), cudaSuccess);
-  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, min_units_per_part, d_parts, d_splits, nullptr),
+  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, min_units_per_part, whole_slack_percent, d_parts,
+                                 d_splits, nullptr),
             cudaSuccess);
   Schedule s;
   s.parts.resize(num_parts);
@@ -130,6 +133,35 @@ TEST(Plan, EqualRequestsThatPackStayWhole) {
     EXPECT_EQ(split_requests(s), 0);
     EXPECT_LE(max_load, ideal_share(seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart) +
                             kernels::kWholeRequestSlackUnits);
+  }
+}
+
+TEST(Plan, RelativeSlackKeepsLongerRequestsWhole) {
+  struct Case {
+    int batch, seqlen, num_parts;
+    bool whole;  // under kSm90WholeRequestSlackPercent
+  };
+  // The shapes of the A/B that set the percent (schedule.h): a part of 4 requests against an equal share
+  // 7 or 15 units (<= 3%) below it; 128 x 256 blocks over 66 parts miss it by one unit (15 against 14).
+  for (const Case& c : {Case{128, 8192, 66, true}, Case{128, 4096, 33, true}, Case{128, 8192, 33, true},
+                        Case{64, 16384, 66, true}, Case{128, 16384, 66, false}}) {
+    SCOPED_TRACE(std::to_string(c.batch) + " x " + std::to_string(c.seqlen) + ", " + std::to_string(c.num_parts) +
+                 " parts");
+    const std::vector<int> seqlens(c.batch, c.seqlen);
+    const int share = ideal_share(seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart);
+    const Schedule units_only = run_planner(seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart);
+    check_schedule(seqlens, c.num_parts, units_only);
+    EXPECT_GT(split_requests(units_only), 0) << "4 units of slack are too few here";
+    const Schedule relative = run_planner(seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart,
+                                          kernels::kSm90WholeRequestSlackPercent);
+    const int max_load = check_schedule(seqlens, c.num_parts, relative);
+    if (c.whole) {
+      EXPECT_EQ(split_requests(relative), 0);
+      EXPECT_LE(max_load, share + share * kernels::kSm90WholeRequestSlackPercent / 100);
+    } else {
+      EXPECT_GT(split_requests(relative), 0);
+      EXPECT_LE(max_load, share + kernels::kRequestOverheadUnits);
+    }
   }
 }
 

@@ -13,7 +13,7 @@ constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ seqlens, int batch,
                                                         int num_parts, int min_units_per_part,
-                                                        SplitPart* __restrict__ parts,
+                                                        int whole_slack_percent, SplitPart* __restrict__ parts,
                                                         RequestSplit* __restrict__ splits) {
   using Scan = cub::BlockScan<long long, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -36,8 +36,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   const long long per_part = max((total + num_parts - 1) / num_parts, static_cast<long long>(min_units_per_part));
 
   // Whole requests when that balances nearly as well (schedule.h): each request goes to the part
-  // holding its middle unit (its "home"); if no part then carries more than per_part +
-  // kWholeRequestSlackUnits, nothing is split and the combine has nothing to do.
+  // holding its middle unit (its "home"); if no part then carries more than per_part + slack,
+  // nothing is split and the combine has nothing to do.
+  const long long whole_slack =
+      max(static_cast<long long>(kWholeRequestSlackUnits), per_part * whole_slack_percent / 100);
   struct Home {
     int part;     // the part holding the request's middle unit
     bool first;   // the part's first request
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       cost_base += chunk_cost;
     }
   }
-  if (max_load <= per_part + kWholeRequestSlackUnits) {
+  if (max_load <= per_part + whole_slack) {
     // Pass 3 (whole requests): every request in its home part, unsplit.
     long long cost_base = 0;
     for (int chunk = 0; chunk < batch; chunk += kThreads) {
@@ -174,9 +176,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
 
 }  // namespace
 
-cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part, SplitPart* parts,
-                        RequestSplit* splits, cudaStream_t stream) {
-  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, parts, splits);
+cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
+                        int whole_slack_percent, SplitPart* parts, RequestSplit* splits, cudaStream_t stream) {
+  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, whole_slack_percent, parts,
+                                          splits);
   return cudaGetLastError();
 }
 

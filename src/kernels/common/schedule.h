@@ -8,8 +8,9 @@
 // consecutive parts. A request spanning one part writes out/lse directly; otherwise each of its
 // parts writes a partial (normalized o, lse) and the combine kernel merges them by LSE.
 // Whole requests first: when every request can go, unsplit, to the part holding its middle unit with
-// no part above per_part + kWholeRequestSlackUnits (e.g. 128 requests of equal length over 132 or 66
-// parts), the planner does that instead; parts may then stay empty.
+// no part above per_part + slack (e.g. 128 requests of equal length over 132 or 66 parts), the planner
+// does that instead; parts may then stay empty. slack = max(kWholeRequestSlackUnits, per_part * the
+// caller's percent / 100): the sm90 kernels pass kSm90WholeRequestSlackPercent for 2+ m-tiles.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,13 @@ inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tab
 // request (b = 64-128, s_k = 1K-4K: whole requests 1.02-1.16x faster on the H200,
 // bench/results/2026-12-01-h200-sm90-narrow32-auto.md), against under one tile for 1 m-tile.
 inline constexpr int kWholeRequestSlackUnits = 4;
+// Relative slack for the sm90 kernels with 2+ m-tiles per request (a split there also costs each m-tile's
+// CTA a segment boundary): 3% of the equal share. Same-run A/B on the H200, each shape timed by both rules
+// back to back (bench/results/2026-12-02-h200-session33.md, run 5): b=128 s_q=1 h_q=128 8K, s_q=2 h_q=128
+// 4K and 8K, s_q=4 h_q=64 4K, b=64 s_q=1 h_q=128 16K went whole and ran 1.013-1.038x faster; 4% (whole
+// also at 16K-32K with 2-4 m-tiles) measured 0.999-1.011x there. One m-tile keeps the 4 units (a split
+// costs it under one tile, and whole requests leave SMs idle).
+inline constexpr int kSm90WholeRequestSlackPercent = 3;
 
 struct SplitPart {
   int begin_req;    // first request of the part
