@@ -35,7 +35,7 @@ struct TileMask {
   // The same, computed where a tile needs it from values at hand there (the wide kernel: two rows' limits held
   // through its tile loop cost a spill around every softmax step, docs/hopper-kernel.md). The FP8-math kernel
   // holds them instead (limit above, once per segment): computed here it ran 0.99x on its long compute-bound
-  // rows (bench/results/2026-12-02-h200-session33.md).
+  // rows (bench/results/2026-12-02-h200-whole-requests.md).
   __device__ __forceinline__ int limit_here(const DecodeParams& p, int row) const {
     return limit(p, opaque(wide_m_tile()), row);
   }
