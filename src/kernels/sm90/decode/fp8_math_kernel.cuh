@@ -490,7 +490,8 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
     note_bad_page(v, block_a, bad_page);
     if (has_b) note_bad_page(v, block_b, bad_page);
     if (v.me == 0) {
-      SoftmaxStep st = softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, v.limit0, v.limit1, rs, v.scale0, v.scale1);
+      SoftmaxStep st =
+          softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, v.limit0, v.limit1, rs, v.scale0, v.scale1);
       write_row_state(sm.row_base, sm.row_scale, st, v.c, v.row0, v.row1);
       named_barrier_wait(kFp8MathBarScale0, 256);
       rs.l0 = rs.l0 * st.alpha0 + st.sum0;

@@ -215,7 +215,8 @@ __device__ __forceinline__ SoftmaxStep softmax_step(const float (&acc)[32], cons
   float s[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = acc[i];
-  if (mask.needs_mask(first_token)) mask_scores(s, first_token, c, mask.limit_here(p, row0), mask.limit_here(p, row1));
+  if (mask.needs_mask(first_token))
+    mask_scores(s, first_token, c, mask.limit_here(p, row0), mask.limit_here(p, row1));
   SoftmaxStep r;
   float mx0 = m_prev0, mx1 = m_prev1;
 #pragma unroll
