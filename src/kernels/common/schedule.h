@@ -36,10 +36,11 @@ inline constexpr int kWholeRequestSlackUnits = 4;
 // Relative slack for the sm90 kernels with 2+ m-tiles per request (a split there also costs each m-tile's
 // CTA a segment boundary): 3% of the equal share. Same-run A/B on the H200, each shape timed by both rules
 // back to back (bench/results/2026-12-02-h200-whole-requests.md, run 5): b=128 s_q=1 h_q=128 8K, s_q=2 h_q=128
-// 4K and 8K, s_q=4 h_q=64 4K, b=64 s_q=1 h_q=128 16K went whole and ran 1.013-1.038x faster; 4% (whole
-// also at 16K-32K with 2-4 m-tiles) measured 0.999-1.011x there. One m-tile keeps the 4 units (a split
-// costs it under one tile, and whole requests leave SMs idle), and so does the portable kernel (3% and 6%
-// measured 0.977-1.007x on its 2+ m-tile shapes, run 8).
+// 4K and 8K, s_q=4 h_q=64 4K, b=64 s_q=1 h_q=128 16K went whole and ran 1.013-1.038x faster (FP8 math
+// 1.039-1.060x, the wide FP8-storage kernels 1.001-1.009x, run 11); 4% (whole also at 16K-32K with 2-4
+// m-tiles) measured 0.999-1.011x there. One m-tile keeps the 4 units (a split costs it under one tile, and
+// whole requests leave SMs idle), and so does the portable kernel (3% and 6% measured 0.977-1.007x on its
+// 2+ m-tile shapes, run 8).
 inline constexpr int kSm90WholeRequestSlackPercent = 3;
 
 struct SplitPart {
