@@ -141,8 +141,8 @@ TEST(Plan, RelativeSlackKeepsLongerRequestsWhole) {
     int batch, seqlen, num_parts;
     bool whole;  // under kSm90WholeRequestSlackPercent
   };
-  // The shapes of the A/B that set the percent (schedule.h): a part of 4 requests against an equal share
-  // 7 or 15 units (<= 3%) below it; 128 x 256 blocks over 66 parts miss it by one unit (15 against 14).
+  // The shapes of the A/B that set the percent (schedule.h): whole requests put a part 7 or 15 units above the
+  // equal share, within 3% of it; 128 x 256 blocks over 66 parts miss it by one unit (15 over, 14 allowed).
   for (const Case& c : {Case{128, 8192, 66, true}, Case{128, 4096, 33, true}, Case{128, 8192, 33, true},
                         Case{64, 16384, 66, true}, Case{128, 16384, 66, false}}) {
     SCOPED_TRACE(std::to_string(c.batch) + " x " + std::to_string(c.seqlen) + ", " + std::to_string(c.num_parts) +

@@ -334,11 +334,10 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
 // rope_early; 16-bit caches, few rows).
 template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
-                                                    const Segment& seg,
-                                                    const TileMask& mask, int tiles, int me, int lane, int c,
-                                                    int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                                    const int* page_ids, int num_pages, bool& bad_page,
-                                                    bool rope_early) {
+                                                    const Segment& seg, const TileMask& mask, int tiles, int me,
+                                                    int lane, int c, int row0, int row1, uint32_t& it,
+                                                    float (&o)[128], RowState& rs, const int* page_ids, int num_pages,
+                                                    bool& bad_page, bool rope_early) {
   // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
   // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
   // barrier orders them as well, but racecheck does not follow that chain).
@@ -439,9 +438,8 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // them (it does not model `barrier.arrive`).
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
-                                               const Segment& seg,
-                                               const TileMask& mask, int tiles, int me, int c, int row0,
-                                               int row1, uint32_t& it, float (&o)[128], RowState& rs,
+                                               const Segment& seg, const TileMask& mask, int tiles, int me, int c,
+                                               int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
   float s[32];
