@@ -27,7 +27,7 @@ struct Schedule {
 };
 
 Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_units_per_part,
-                     int whole_slack_percent = 0) {
+                     int whole_slack_percent = 0, int overhead_units = kernels::kRequestOverheadUnits) {
   const int batch = static_cast<int>(seqlens.size());
   int* d_seqlens = nullptr;
   SplitPart* d_parts = nullptr;
@@ -39,8 +39,8 @@ Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_uni
   // Poison both outputs: the planner must write every part and every request.
   EXPECT_EQ(cudaMemset(d_parts, 0x7f, sizeof(SplitPart) * num_parts), cudaSuccess);
   EXPECT_EQ(cudaMemset(d_splits, 0x7f, sizeof(RequestSplit) * batch), cudaSuccess);
-  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, min_units_per_part, whole_slack_percent, d_parts,
-                                 d_splits, nullptr),
+  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, min_units_per_part, whole_slack_percent,
+                                 overhead_units, d_parts, d_splits, nullptr),
             cudaSuccess);
   Schedule s;
   s.parts.resize(num_parts);
@@ -56,8 +56,9 @@ Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_uni
 int units_of(int seqlen) { return std::max(1, kernels::planned_blocks(seqlen)); }
 
 // Checks the schedule's invariants and returns the largest part load in planner units (blocks plus
-// kRequestOverheadUnits per request a part touches).
-int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedule& s) {
+// overhead_units per request a part touches).
+int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedule& s,
+                   int overhead_units = kernels::kRequestOverheadUnits) {
   const int batch = static_cast<int>(seqlens.size());
   std::vector<int> covering(batch, 0), first_part(batch, -1);
   int req = 0, block = 0, max_load = 0;
@@ -74,7 +75,7 @@ int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedul
       const int b1 = r == part.end_req ? part.end_block : units_of(seqlens[r]);
       EXPECT_LT(b0, b1) << "part " << p << " request " << r;
       EXPECT_LE(b1, units_of(seqlens[r])) << "part " << p << " request " << r;
-      load += (b1 - b0) + kernels::kRequestOverheadUnits;
+      load += (b1 - b0) + overhead_units;
       if (covering[r]++ == 0) first_part[r] = p;
       req = r;
       block = b1;
@@ -106,9 +107,10 @@ int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedul
   return max_load;
 }
 
-int ideal_share(const std::vector<int>& seqlens, int num_parts, int min_units) {
+int ideal_share(const std::vector<int>& seqlens, int num_parts, int min_units,
+                int overhead_units = kernels::kRequestOverheadUnits) {
   long long total = 0;
-  for (int len : seqlens) total += units_of(len) + kernels::kRequestOverheadUnits;
+  for (int len : seqlens) total += units_of(len) + overhead_units;
   return static_cast<int>(std::max<long long>((total + num_parts - 1) / num_parts, min_units));
 }
 
@@ -191,6 +193,44 @@ TEST(Plan, RequestsThatDoNotPackAreSplit) {
     // The equal split: no part above its share.
     EXPECT_LE(max_load, ideal_share(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart) +
                             kernels::kRequestOverheadUnits);
+  }
+}
+
+// The sm90 kernels with 2+ m-tiles charge a request's segment kSm90MultiTileOverheadUnits: the parts that hold
+// more (shorter) requests get fewer blocks. Both costs give valid schedules within one segment of the share; with
+// the larger one, the largest part measured at that cost is lower on a fixed varlen batch, on a batch of short
+// and long requests in turn, and on random varlen batches.
+TEST(Plan, SegmentCostBalancesPartsOfManyRequests) {
+  static_assert(kernels::kSm90MultiTileOverheadUnits > kernels::kRequestOverheadUnits);
+  constexpr int kOverhead = kernels::kSm90MultiTileOverheadUnits;
+  auto varlen = [](unsigned seed, int b) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<double> normal(4096.0, 2048.0);
+    std::vector<int> v(b);
+    for (int& x : v) x = std::max(1, static_cast<int>(normal(rng)));
+    return v;
+  };
+  std::vector<int> mixed(120);
+  for (int r = 0; r < 120; ++r) mixed[r] = r % 3 == 0 ? 6000 : 300;
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  struct Case {
+    std::vector<int> seqlens;
+    int num_parts;
+    bool fixed;  // the comparison below is asserted on the fixed batches only
+  };
+  for (const Case& c : {Case{varlen(2026, 128), 66, true}, Case{mixed, 66, true}, Case{varlen(seed, 128), 66, false},
+                        Case{varlen(seed + 1, 64), 33, false}}) {
+    const Schedule light = run_planner(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart,
+                                       kernels::kSm90WholeRequestSlackPercent);
+    const Schedule heavy = run_planner(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart,
+                                       kernels::kSm90WholeRequestSlackPercent, kOverhead);
+    check_schedule(c.seqlens, c.num_parts, light);
+    const int heavy_max = check_schedule(c.seqlens, c.num_parts, heavy, kOverhead);
+    const int light_max = check_schedule(c.seqlens, c.num_parts, light, kOverhead);  // at the larger cost
+    EXPECT_GT(split_requests(heavy), 0);
+    EXPECT_LE(heavy_max, ideal_share(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart, kOverhead) + kOverhead);
+    if (c.fixed) EXPECT_LT(heavy_max, light_max) << "the segment cost did not move blocks off the busiest part";
   }
 }
 

@@ -13,9 +13,10 @@ namespace openmla::kernels {
 
 // Split-KV schedule from device seqlens (one CTA; graph-capturable). A part gets at least
 // min_units_per_part units; requests stay whole within max(kWholeRequestSlackUnits, whole_slack_percent % of
-// the equal share) (schedule.h).
+// the equal share); a request costs overhead_units besides its blocks (schedule.h).
 cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
-                        int whole_slack_percent, SplitPart* parts, RequestSplit* splits, cudaStream_t stream);
+                        int whole_slack_percent, int overhead_units, SplitPart* parts, RequestSplit* splits,
+                        cudaStream_t stream);
 
 // Merges partial results of split requests into out / lse.
 // programmatic: launch with programmatic stream serialization (sm_90+), so the launch overlaps the

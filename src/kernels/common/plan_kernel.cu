@@ -13,14 +13,15 @@ constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ seqlens, int batch,
                                                         int num_parts, int min_units_per_part,
-                                                        int whole_slack_percent, SplitPart* __restrict__ parts,
+                                                        int whole_slack_percent, int overhead_units,
+                                                        SplitPart* __restrict__ parts,
                                                         RequestSplit* __restrict__ splits) {
   using Scan = cub::BlockScan<long long, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
 
-  auto units_of = [](int seqlen) -> long long {
+  auto units_of = [=](int seqlen) -> long long {
     const int blocks = planned_blocks(seqlen);
-    return (blocks > 0 ? blocks : 1) + kRequestOverheadUnits;
+    return (blocks > 0 ? blocks : 1) + overhead_units;
   };
 
   // Pass 1: total cost, and every part starts out empty.
@@ -127,13 +128,13 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
     const bool active = r < batch;
     const int blocks = active ? planned_blocks(seqlens[r]) : 0;
     const long long units = blocks > 0 ? blocks : 1;
-    const long long cost = active ? units + kRequestOverheadUnits : 0;
+    const long long cost = active ? units + overhead_units : 0;
 
     long long start, chunk_cost;
     Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
     __syncthreads();
     start += cost_base;
-    const long long first_pos = start + kRequestOverheadUnits;
+    const long long first_pos = start + overhead_units;
     const int first_part = static_cast<int>(first_pos / per_part);
     const int last_part = static_cast<int>((first_pos + units - 1) / per_part);
     const int num_splits = last_part - first_part + 1;
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       // first unit lies in it too.
       bool last_ends_here = true;
       if (r + 1 < batch) {
-        const long long next_first_pos = start + cost + kRequestOverheadUnits;
+        const long long next_first_pos = start + cost + overhead_units;
         last_ends_here = next_first_pos / per_part > last_part;
       }
       for (int p = first_part; p <= last_part; ++p) {
@@ -177,9 +178,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
 }  // namespace
 
 cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
-                        int whole_slack_percent, SplitPart* parts, RequestSplit* splits, cudaStream_t stream) {
-  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, whole_slack_percent, parts,
-                                          splits);
+                        int whole_slack_percent, int overhead_units, SplitPart* parts, RequestSplit* splits,
+                        cudaStream_t stream) {
+  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, whole_slack_percent,
+                                          overhead_units, parts, splits);
   return cudaGetLastError();
 }
 
