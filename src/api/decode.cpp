@@ -181,9 +181,10 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
   const int min_units = sm90 ? kernels::kSm90MinUnitsPerPart : kernels::kMinUnitsPerPart;
   const bool multi_tile = sm90 && m_tiles_ >= 2;  // schedule.h: a split costs each m-tile's CTA a segment
   const int whole_slack_percent = multi_tile ? kernels::kSm90WholeRequestSlackPercent : 0;
-  const int overhead_units = multi_tile ? kernels::kSm90MultiTileOverheadUnits : kernels::kRequestOverheadUnits;
+  const int split_overhead_units =
+      multi_tile ? kernels::kSm90MultiTileOverheadUnits : kernels::kRequestOverheadUnits;
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
-                                          num_parts_, min_units, whole_slack_percent, overhead_units,
+                                          num_parts_, min_units, whole_slack_percent, split_overhead_units,
                                           static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
 }

@@ -196,10 +196,11 @@ TEST(Plan, RequestsThatDoNotPackAreSplit) {
   }
 }
 
-// The sm90 kernels with 2+ m-tiles charge a request's segment kSm90MultiTileOverheadUnits: the parts that hold
-// more (shorter) requests get fewer blocks. Both costs give valid schedules within one segment of the share; with
-// the larger one, the largest part measured at that cost is lower on a fixed varlen batch, on a batch of short
-// and long requests in turn, and on random varlen batches.
+// The sm90 kernels with 2+ m-tiles charge a request's segment kSm90MultiTileOverheadUnits in a split plan: the
+// parts that hold more (shorter) requests get fewer blocks. Both costs give valid schedules within one segment of
+// the share; with the larger one, the largest part measured at that cost is lower on a fixed varlen batch and on
+// a batch of short and long requests in turn. The whole-or-split choice keeps kRequestOverheadUnits: equal
+// requests that pack stay whole at either cost.
 TEST(Plan, SegmentCostBalancesPartsOfManyRequests) {
   static_assert(kernels::kSm90MultiTileOverheadUnits > kernels::kRequestOverheadUnits);
   constexpr int kOverhead = kernels::kSm90MultiTileOverheadUnits;
@@ -232,6 +233,13 @@ TEST(Plan, SegmentCostBalancesPartsOfManyRequests) {
     EXPECT_LE(heavy_max, ideal_share(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart, kOverhead) + kOverhead);
     if (c.fixed) EXPECT_LT(heavy_max, light_max) << "the segment cost did not move blocks off the busiest part";
   }
+  // b=128 x 64 blocks over 33 parts (4 m-tiles, e.g. s_q=2, h_q=128): four requests a part are 7 units over the
+  // share at 1 unit a request, within the 3% slack; at 2 units they would be 8 over and split (0.969x, run 6).
+  const std::vector<int> equal(128, 4096);
+  const Schedule whole = run_planner(equal, 33, kernels::kSm90MinUnitsPerPart, kernels::kSm90WholeRequestSlackPercent,
+                                     kOverhead);
+  check_schedule(equal, 33, whole);
+  EXPECT_EQ(split_requests(whole), 0);
 }
 
 TEST(Plan, SmallBatchesAndMinimumPartSize) {

@@ -13,9 +13,10 @@ namespace openmla::kernels {
 
 // Split-KV schedule from device seqlens (one CTA; graph-capturable). A part gets at least
 // min_units_per_part units; requests stay whole within max(kWholeRequestSlackUnits, whole_slack_percent % of
-// the equal share); a request costs overhead_units besides its blocks (schedule.h).
+// the equal share, weighing a request kRequestOverheadUnits besides its blocks); a split plan weighs it
+// split_overhead_units (schedule.h).
 cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
-                        int whole_slack_percent, int overhead_units, SplitPart* parts, RequestSplit* splits,
+                        int whole_slack_percent, int split_overhead_units, SplitPart* parts, RequestSplit* splits,
                         cudaStream_t stream);
 
 // Merges partial results of split requests into out / lse.

@@ -13,15 +13,17 @@ constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ seqlens, int batch,
                                                         int num_parts, int min_units_per_part,
-                                                        int whole_slack_percent, int overhead_units,
+                                                        int whole_slack_percent, int split_overhead_units,
                                                         SplitPart* __restrict__ parts,
                                                         RequestSplit* __restrict__ splits) {
   using Scan = cub::BlockScan<long long, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
 
-  auto units_of = [=](int seqlen) -> long long {
+  // The whole-or-split choice weighs a request kRequestOverheadUnits besides its blocks (the rules of
+  // schedule.h were measured so); the split below weighs it split_overhead_units.
+  auto units_of = [](int seqlen) -> long long {
     const int blocks = planned_blocks(seqlen);
-    return (blocks > 0 ? blocks : 1) + overhead_units;
+    return (blocks > 0 ? blocks : 1) + kRequestOverheadUnits;
   };
 
   // Pass 1: total cost, and every part starts out empty.
@@ -120,7 +122,11 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   }
 
   // Pass 3 (split): each request finds the parts its units fall in (unit k of request r sits at position
-  // start_r + overhead + k; part = position / per_part).
+  // start_r + split_overhead_units + k; part = position / split_per_part, the equal share at that cost).
+  const long long split_per_part =
+      max((total + static_cast<long long>(split_overhead_units - kRequestOverheadUnits) * batch + num_parts - 1) /
+              num_parts,
+          static_cast<long long>(min_units_per_part));
   long long cost_base = 0;
   long long partial_base = 0;
   for (int chunk = 0; chunk < batch; chunk += kThreads) {
@@ -128,15 +134,15 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
     const bool active = r < batch;
     const int blocks = active ? planned_blocks(seqlens[r]) : 0;
     const long long units = blocks > 0 ? blocks : 1;
-    const long long cost = active ? units + overhead_units : 0;
+    const long long cost = active ? units + split_overhead_units : 0;
 
     long long start, chunk_cost;
     Scan(scan_storage).ExclusiveSum(cost, start, chunk_cost);
     __syncthreads();
     start += cost_base;
-    const long long first_pos = start + overhead_units;
-    const int first_part = static_cast<int>(first_pos / per_part);
-    const int last_part = static_cast<int>((first_pos + units - 1) / per_part);
+    const long long first_pos = start + split_overhead_units;
+    const int first_part = static_cast<int>(first_pos / split_per_part);
+    const int last_part = static_cast<int>((first_pos + units - 1) / split_per_part);
     const int num_splits = last_part - first_part + 1;
 
     long long my_partials = (active && num_splits > 1) ? num_splits : 0;
@@ -148,10 +154,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       splits[r] = RequestSplit{first_part, num_splits, static_cast<int>(partial_base + partial_start), blocks};
       // Parts beginning in r: every part after its first, and the first one unless the previous
       // request's last unit (at position start - 1) already lies in it.
-      const bool first_begins_here = (r == 0) || ((start - 1) / per_part < first_part);
+      const bool first_begins_here = (r == 0) || ((start - 1) / split_per_part < first_part);
       for (int p = first_part; p <= last_part; ++p) {
         if (p == first_part && !first_begins_here) continue;
-        const long long begin_pos = p == first_part ? first_pos : static_cast<long long>(p) * per_part;
+        const long long begin_pos = p == first_part ? first_pos : static_cast<long long>(p) * split_per_part;
         parts[p].begin_req = r;
         parts[p].begin_block = static_cast<int>(begin_pos - first_pos);
       }
@@ -159,12 +165,12 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
       // first unit lies in it too.
       bool last_ends_here = true;
       if (r + 1 < batch) {
-        const long long next_first_pos = start + cost + overhead_units;
-        last_ends_here = next_first_pos / per_part > last_part;
+        const long long next_first_pos = start + cost + split_overhead_units;
+        last_ends_here = next_first_pos / split_per_part > last_part;
       }
       for (int p = first_part; p <= last_part; ++p) {
         if (p == last_part && !last_ends_here) continue;
-        const long long end_pos = p == last_part ? first_pos + units : static_cast<long long>(p + 1) * per_part;
+        const long long end_pos = p == last_part ? first_pos + units : static_cast<long long>(p + 1) * split_per_part;
         parts[p].end_req = r;
         parts[p].end_block = static_cast<int>(end_pos - first_pos);
       }
@@ -178,10 +184,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
 }  // namespace
 
 cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
-                        int whole_slack_percent, int overhead_units, SplitPart* parts, RequestSplit* splits,
+                        int whole_slack_percent, int split_overhead_units, SplitPart* parts, RequestSplit* splits,
                         cudaStream_t stream) {
   plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, whole_slack_percent,
-                                          overhead_units, parts, splits);
+                                          split_overhead_units, parts, splits);
   return cudaGetLastError();
 }
 

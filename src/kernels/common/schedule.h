@@ -2,8 +2,8 @@
 //
 // The batch's work is a sequence of units in request order: request r has max(1, blocks_r) units
 // (blocks_r = ceil(seqlen_r / 64); a request with no block still needs one unit to write its
-// empty result), preceded by a fixed cost (Q load, epilogue): kRequestOverheadUnits, or
-// kSm90MultiTileOverheadUnits for the sm90 kernels with 2+ m-tiles. The total
+// empty result), preceded by a fixed cost of kRequestOverheadUnits (Q load, epilogue; a split plan
+// of the sm90 kernels with 2+ m-tiles uses kSm90MultiTileOverheadUnits). The total
 // cost is cut into num_parts equal ranges; a part owns the units that fall in its range. A part
 // therefore covers a contiguous run of (request, block) pairs and a request spans one or more
 // consecutive parts. A request spanning one part writes out/lse directly; otherwise each of its
@@ -43,13 +43,15 @@ inline constexpr int kWholeRequestSlackUnits = 4;
 // whole requests leave SMs idle), and so does the portable kernel (3% and 6% measured 0.977-1.007x on its
 // 2+ m-tile shapes, run 8).
 inline constexpr int kSm90WholeRequestSlackPercent = 3;
-// The cost of a request's segment for the sm90 kernels with 2+ m-tiles, in units (kRequestOverheadUnits
-// otherwise). A segment there costs each m-tile's CTA the Q load, the pipeline's drain and fill and the epilogue:
-// about 3 tiles of the seesaw at b=128, s_q=1, h_q=128, varlen (per-CTA end times against the part's segments,
-// bench/results/2026-12-02-h200-segment-cost.md, run 3), so parts that hold more requests finished last.
+// The cost of a request's segment in a split plan of the sm90 kernels with 2+ m-tiles, in units
+// (kRequestOverheadUnits otherwise, and in the whole-or-split choice, whose rules above were measured with it).
+// A segment there costs each m-tile's CTA the Q load, the pipeline's drain and fill and the epilogue: about 3
+// tiles of the seesaw at b=128, s_q=1, h_q=128, varlen (per-CTA end times against the part's segments,
+// bench/results/2026-12-02-h200-segment-cost.md, run 3), so parts that held more requests finished last.
 // Same-run A/B of 1, 2 and 3 units (run 5): 2 units 1.011-1.015x on the b=128 varlen batches (h_q = 128, s_q = 1
 // and 2), 1.02-1.14x at b=16 with 1K-4K (h_q = 64-128), FP8 math on varlen 1.036x, e4m3 1.013x, the rest
-// 0.996-1.007x; 3 units gained more on FP8 (1.049x, 1.018x) but lost up to 0.7% at b=16, 4K.
+// 0.996-1.007x; 3 units gained more on FP8 (1.049x, 1.018x) but lost up to 0.7% at b=16, 4K. Applied to the
+// whole-or-split choice too, it split b=128, s_q=2, h_q=128, 4K and s_q=4, h_q=64, 4K: 0.969x (run 6).
 inline constexpr int kSm90MultiTileOverheadUnits = 2;
 
 struct SplitPart {
