@@ -26,20 +26,69 @@ constexpr int kWarmupReplays = 2;
 constexpr double kCopyCeilingBytes = 1024.0 * (1 << 20);
 constexpr int kCopyRepeats = 10;
 
-// Owning device allocation.
+}  // namespace
+
+// One device allocation made at start, handed out in order (GpuBenchOptions::arena). A config's buffers go back
+// together when it ends (ArenaScope), so every config starts from the same addresses and no cudaMalloc / cudaFree
+// runs between configs: with those, the memory-bound rows of a long grid ran 5-12% slower than alone
+// (docs/benchmarking.md, "Allocation").
+struct DeviceArena {
+  uint8_t* base = nullptr;
+  size_t size = 0, used = 0;
+
+  explicit DeviceArena(size_t bytes) : size(bytes) {
+    OPENMLA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&base), size));
+  }
+  ~DeviceArena() { cudaFree(base); }
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+  void* take(size_t bytes) {
+    constexpr size_t kAlign = 4096;
+    const size_t at = (used + kAlign - 1) / kAlign * kAlign;
+    if (at > size || bytes > size - at) OPENMLA_CUDA_CHECK(cudaErrorMemoryAllocation);
+    used = at + bytes;
+    return base + at;
+  }
+};
+
+namespace {
+
+// Gives back, when it ends, what the arena handed out since it began (no arena: nothing to do).
+class ArenaScope {
+ public:
+  explicit ArenaScope(DeviceArena* arena) : arena_(arena), used_(arena != nullptr ? arena->used : 0) {}
+  ~ArenaScope() {
+    if (arena_ != nullptr) arena_->used = used_;
+  }
+  ArenaScope(const ArenaScope&) = delete;
+  ArenaScope& operator=(const ArenaScope&) = delete;
+
+ private:
+  DeviceArena* arena_;
+  size_t used_;
+};
+
+// Owning device allocation: its own cudaMalloc, or a piece of an arena (given back by the ArenaScope).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_ > 0) OPENMLA_CUDA_CHECK(cudaMalloc(&data_, bytes_));
+  DeviceBuffer(size_t bytes, DeviceArena* arena) : bytes_(bytes), owned_(arena == nullptr) {
+    if (bytes_ == 0) return;
+    if (arena != nullptr) {
+      data_ = arena->take(bytes_);
+    } else {
+      OPENMLA_CUDA_CHECK(cudaMalloc(&data_, bytes_));
+    }
   }
   ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
+    if (data_ != nullptr && owned_) cudaFree(data_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), owned_(o.owned_) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(bytes_, o.bytes_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -51,6 +100,7 @@ class DeviceBuffer {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool owned_ = true;
 };
 
 class Event {
@@ -187,11 +237,14 @@ void download(std::vector<T>& dst, const void* src, size_t count, cudaStream_t s
 
 }  // namespace
 
-// Reused across configs: the source tokens write_kv converts into each set's cache.
+// Reused across configs: the source tokens write_kv converts into each set's cache, and the arena.
 struct GpuBench::Scratch {
   DeviceBuffer source;  // [kFillChunkPages * 64, 576] bf16
   DeviceBuffer slots;   // [kFillChunkPages * 64] int32: 0, 1, 2, ...
+  std::unique_ptr<DeviceArena> arena;
 };
+
+DeviceArena* GpuBench::arena() const { return scratch_->arena.get(); }
 
 GpuBench::GpuBench(const GpuBenchOptions& options) : options_(options), scratch_(std::make_unique<Scratch>()) {
   OPENMLA_CUDA_CHECK(cudaSetDevice(options_.device));
@@ -203,12 +256,13 @@ GpuBench::GpuBench(const GpuBenchOptions& options) : options_(options), scratch_
     options_.memory_budget_bytes = 0.8 * static_cast<double>(free_bytes);
   }
   constexpr int64_t kChunkTokens = int64_t{kFillChunkPages} * kPageSize;
-  scratch_->source = DeviceBuffer(kChunkTokens * kHeadDimQK * sizeof(uint16_t));
+  scratch_->source = DeviceBuffer(kChunkTokens * kHeadDimQK * sizeof(uint16_t), nullptr);
   std::vector<int32_t> iota(kChunkTokens);
   std::iota(iota.begin(), iota.end(), 0);
-  scratch_->slots = DeviceBuffer(iota.size() * sizeof(int32_t));
+  scratch_->slots = DeviceBuffer(iota.size() * sizeof(int32_t), nullptr);
   OPENMLA_CUDA_CHECK(cudaMemcpy(scratch_->slots.get(), iota.data(), scratch_->slots.bytes(), cudaMemcpyHostToDevice));
   options_.memory_budget_bytes -= static_cast<double>(scratch_->source.bytes() + scratch_->slots.bytes());
+  if (options_.arena) scratch_->arena = std::make_unique<DeviceArena>(static_cast<size_t>(options_.memory_budget_bytes));
 }
 
 GpuBench::~GpuBench() {
@@ -228,7 +282,8 @@ Ceilings GpuBench::measure_ceilings() {
   Ceilings c;
   const size_t bytes = static_cast<size_t>(kCopyCeilingBytes);
   if (2.0 * bytes > options_.memory_budget_bytes) return c;
-  DeviceBuffer src(bytes), dst(bytes);
+  const ArenaScope scope(arena());
+  DeviceBuffer src(bytes, arena()), dst(bytes, arena());
   OPENMLA_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, bytes, stream_));
   Event start, stop;
   std::vector<double> ms;
@@ -274,6 +329,7 @@ std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
 }
 
 TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
+  const ArenaScope scope(arena());  // declared first: gives the config's buffers back after they are gone
   TimedConfig timed;
   BenchResult& r = timed.result;
   r.config = config;
@@ -337,10 +393,10 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
 
     // Shared by every set: the lengths, and the schedule plan() writes from them (one plan, as an
     // engine plans once per step for all layers).
-    DeviceBuffer seqlens_dev(seqlens.size() * sizeof(int32_t));
+    DeviceBuffer seqlens_dev(seqlens.size() * sizeof(int32_t), arena());
     OPENMLA_CUDA_CHECK(cudaMemcpyAsync(seqlens_dev.get(), seqlens.data(), seqlens_dev.bytes(),
                                        cudaMemcpyHostToDevice, stream_));
-    DeviceBuffer workspace(plan.workspace_bytes());
+    DeviceBuffer workspace(plan.workspace_bytes(), arena());
     const TensorView seqlens_view = make_tensor(seqlens_dev.get(), DType::kInt32, {b}, DeviceType::kCUDA,
                                                 options_.device);
 
@@ -351,11 +407,11 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     uint64_t fill_seed = options_.seed * 1000003ull;
     for (int i = 0; i < sets; ++i) {
       InputSet& set = inputs[i];
-      set.q = DeviceBuffer(q_bytes);
-      set.kv = DeviceBuffer(static_cast<size_t>(num_pages * page_bytes));
-      set.block_table = DeviceBuffer(table_bytes);
-      set.out = DeviceBuffer(out_bytes);
-      set.lse = DeviceBuffer(lse_bytes);
+      set.q = DeviceBuffer(q_bytes, arena());
+      set.kv = DeviceBuffer(static_cast<size_t>(num_pages * page_bytes), arena());
+      set.block_table = DeviceBuffer(table_bytes, arena());
+      set.out = DeviceBuffer(out_bytes, arena());
+      set.lse = DeviceBuffer(lse_bytes, arena());
       fill_normal(set.q.get(), shape.q_dtype, rows * kHeadDimQK, ++fill_seed, stream_);
       for (int64_t p0 = 0; p0 < num_pages; p0 += kFillChunkPages) {
         const int64_t pages = std::min<int64_t>(kFillChunkPages, num_pages - p0);

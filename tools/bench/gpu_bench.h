@@ -28,6 +28,10 @@ struct GpuBenchOptions {
   double sustain_ms = 0.0;                    // > 0: back-to-back replays this long first (GpuBench::time_sustained)
   double min_kv_bytes_per_pass = 384.0 * (1 << 20);  // 6.4x the H200's 60 MiB L2
   double memory_budget_bytes = 0.0;           // 0: 80% of the free device memory at start
+  // Every device buffer from one allocation of the budget made at start (as an engine's KV pool is), handed out
+  // in order and taken back after each config; false: cudaMalloc / cudaFree per buffer (docs/benchmarking.md,
+  // "Allocation").
+  bool arena = true;
   int check_samples = 2;                      // requests of input set 0 checked (0: no check)
   int check_heads = 16;                       // first heads of each sampled request checked
   uint64_t seed = 2026;
@@ -46,6 +50,8 @@ struct TimedConfig {
   BenchResult result;
   std::shared_future<CheckOutcome> check;  // invalid when no check was started
 };
+
+struct DeviceArena;  // gpu_bench.cpp
 
 class GpuBench {
  public:
@@ -71,6 +77,8 @@ class GpuBench {
   std::vector<double> time_replays(cudaGraphExec_t graph, int sets, int count, bool back_to_back);
   // --sustain-ms: replays back to back, untimed for sustain_ms, then the timed ones back to back.
   std::vector<double> time_sustained(cudaGraphExec_t graph, int sets);
+  // The arena while it is in use (options_.arena), else nullptr: where the config's buffers come from.
+  DeviceArena* arena() const;
   GpuBenchOptions options_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;

@@ -52,6 +52,8 @@ const char* kUsage =
     "                      the GPU at its power cap, as in serving (default 0: each replay on its own)\n"
     "  --min-set-mib N     KV bytes one pass over the input sets must touch, MiB (default 384)\n"
     "  --mem-budget-gb X   device memory the input sets may use (default 80% of free memory)\n"
+    "  --allocation A      arena|per-config: the budget allocated once at start and every buffer taken from it\n"
+    "                      (default), or cudaMalloc / cudaFree per buffer of each config\n"
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
     "  --fp8-math M        off|qk_and_pv: DecodeOptions::fp8_math for the fp8_e4m3 configs (default off)\n"
     "  --fp8-query T       bf16|fp16: the query type of the fp8 configs (default bf16)\n"
@@ -78,6 +80,7 @@ struct Options {
   int check_heads = 16;
   int replays = 10;
   double sustain_ms = 0;
+  bool arena = true;
   double min_set_mib = 384;
   double mem_budget_gb = 0;
   int num_parts = 0;
@@ -191,6 +194,10 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--replays") {
       o.replays = parse_int("--replays", next());
       if (o.replays < kMinReplays) detail::fail_arg("--replays", ">= 5 (the method's median)", o.replays);
+    } else if (arg == "--allocation") {
+      const std::string v = next();
+      if (v != "arena" && v != "per-config") detail::fail_arg("--allocation", "arena or per-config", "'" + v + "'");
+      o.arena = v == "arena";
     } else if (arg == "--sustain-ms") {
       o.sustain_ms = parse_double("--sustain-ms", next());
       if (!(o.sustain_ms >= 0 && o.sustain_ms <= 60000))
@@ -312,6 +319,7 @@ int run(int argc, char** argv) {
   info.fp8_query = o.fp8_query == DType::kFloat16 ? "fp16" : "bf16";
   info.replays = o.replays;
   info.sustain_ms = o.sustain_ms;
+  info.allocation = o.arena ? "arena" : "per-config";
   info.check_samples = o.check_samples;
   info.check_heads = o.check_heads;
   info.seed = o.seed;
@@ -328,6 +336,7 @@ int run(int argc, char** argv) {
   go.sm90_rows_per_cta = o.sm90_rows_per_cta;
   go.replays = o.replays;
   go.sustain_ms = o.sustain_ms;
+  go.arena = o.arena;
   go.min_kv_bytes_per_pass = info.min_kv_bytes_per_pass;
   go.memory_budget_bytes = o.mem_budget_gb * 1e9;
   go.check_samples = o.check_samples;

@@ -78,6 +78,8 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
                  "back too (the GPU in its power state under load)\n",
                  info.sustain_ms);
   }
+  if (info.allocation != "arena")
+    std::fprintf(out, "allocation: %s (cudaMalloc / cudaFree per buffer of each config)\n", info.allocation.c_str());
   std::fprintf(out, "anchors: %s\n\n", info.anchors_file.empty() ? "none found" : info.anchors_file.c_str());
 
   std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s\n", "format", "b", "s_q", "h_q",
@@ -117,6 +119,7 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
      << ", \"fp8_math\": " << json_string(info.fp8_math) << ", \"fp8_query\": " << json_string(info.fp8_query)
      << ", \"min_kv_bytes_per_pass\": " << json_number(info.min_kv_bytes_per_pass)
      << ", \"replays\": " << info.replays << ", \"sustain_ms\": " << json_number(info.sustain_ms)
+     << ", \"allocation\": " << json_string(info.allocation)
      << ", \"check_samples\": " << info.check_samples
      << ", \"check_heads\": " << info.check_heads << ", \"seed\": " << info.seed
      << ", \"head_dim_qk\": 576, \"head_dim_v\": 512, \"page_size\": 64, \"softmax_scale\": \"576^-0.5\""

@@ -61,6 +61,7 @@ struct RunInfo {
   double min_kv_bytes_per_pass = 0.0;
   int replays = 0, check_samples = 0, check_heads = 0;
   double sustain_ms = 0.0;  // --sustain-ms (0: each replay on its own)
+  std::string allocation = "arena";  // --allocation
   uint64_t seed = 0;
   Ceilings ceilings;
 };
