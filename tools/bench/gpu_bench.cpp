@@ -25,27 +25,35 @@ constexpr int32_t kUnusedTableEntry = 2147480000;  // out of range, as FlashMLA'
 constexpr int kWarmupReplays = 2;
 constexpr double kCopyCeilingBytes = 1024.0 * (1 << 20);
 constexpr int kCopyRepeats = 10;
+constexpr size_t kArenaAlign = 4096;  // every buffer taken from the arena starts on this boundary
 
 }  // namespace
 
 // One device allocation made at start, handed out in order (GpuBenchOptions::arena). A config's buffers go back
 // together when it ends (ArenaScope), so every config starts from the same addresses and no cudaMalloc / cudaFree
-// runs between configs: with those, the memory-bound rows of a long grid ran 5-12% slower than alone
+// runs between configs: with those, the memory-bound rows of a long grid ran 3-12% slower than alone
 // (docs/benchmarking.md, "Allocation").
 struct DeviceArena {
   uint8_t* base = nullptr;
   size_t size = 0, used = 0;
 
   explicit DeviceArena(size_t bytes) : size(bytes) {
-    OPENMLA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&base), size));
+    if (const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&base), size); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      detail::fail(Status::kUnsupported, "memory budget: ", size / 1e9, " GB could not be allocated as one arena (",
+                   free_bytes / 1e9, " GB free; --mem-budget-gb sets it, --allocation per-config allocates per buffer)");
+    }
   }
   ~DeviceArena() { cudaFree(base); }
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
   void* take(size_t bytes) {
-    constexpr size_t kAlign = 4096;
-    const size_t at = (used + kAlign - 1) / kAlign * kAlign;
-    if (at > size || bytes > size - at) OPENMLA_CUDA_CHECK(cudaErrorMemoryAllocation);
+    const size_t at = (used + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    if (at > size || bytes > size - at)
+      detail::fail(Status::kUnsupported, "memory: ", bytes, " bytes asked of the arena, ", at > size ? 0 : size - at,
+                   " left of ", size);
     used = at + bytes;
     return base + at;
   }
@@ -379,10 +387,12 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     const double kv_bytes = static_cast<double>(num_pages * page_bytes);
     r.set_bytes = kv_bytes + q_bytes + out_bytes + lse_bytes + table_bytes;
 
-    const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b;
+    // What a set and the shared buffers take of the budget, each buffer rounded up to the arena's boundary.
+    const double set_footprint = r.set_bytes + 5.0 * kArenaAlign;
+    const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b - 2.0 * kArenaAlign;
     int sets = static_cast<int>(std::ceil(options_.min_kv_bytes_per_pass / kv_bytes));
     sets = std::clamp(sets, 2, kMaxInputSets);
-    if (sets * r.set_bytes > budget) sets = static_cast<int>(budget / r.set_bytes);
+    if (sets * set_footprint > budget) sets = static_cast<int>(budget / set_footprint);
     if (sets < 2) {
       detail::fail(Status::kUnsupported, "memory: 2 input sets need ", 2 * r.set_bytes / 1e9,
                    " GB, the budget is ", budget / 1e9, " GB");
