@@ -26,6 +26,8 @@ constexpr int kWarmupReplays = 2;
 constexpr double kCopyCeilingBytes = 1024.0 * (1 << 20);
 constexpr int kCopyRepeats = 10;
 constexpr size_t kArenaAlign = 4096;  // every buffer taken from the arena starts on this boundary
+constexpr int kBuffersPerSet = 5;     // InputSet: q, kv, block_table, out, lse
+constexpr int kSharedBuffers = 2;     // per config: the lengths and the workspace
 
 }  // namespace
 
@@ -388,8 +390,9 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     r.set_bytes = kv_bytes + q_bytes + out_bytes + lse_bytes + table_bytes;
 
     // What a set and the shared buffers take of the budget, each buffer rounded up to the arena's boundary.
-    const double set_footprint = r.set_bytes + 5.0 * kArenaAlign;
-    const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b - 2.0 * kArenaAlign;
+    const double set_footprint = r.set_bytes + double{kBuffersPerSet} * kArenaAlign;
+    const double budget =
+        options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b - double{kSharedBuffers} * kArenaAlign;
     int sets = static_cast<int>(std::ceil(options_.min_kv_bytes_per_pass / kv_bytes));
     sets = std::clamp(sets, 2, kMaxInputSets);
     if (sets * set_footprint > budget) sets = static_cast<int>(budget / set_footprint);
