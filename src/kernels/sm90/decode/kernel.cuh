@@ -557,7 +557,7 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
       if (j + 3 < tiles) {
         // Its own half first (released above), then consumer 0's half of b's stage and the rope box in the order the
         // producer copies them once consumer 0's P_b V_b is done: 0-3, then 8. Taking box 8 before 0-3 waited for
-        // the half's last copy first (1.006-1.013x on six of seven seesaw shapes, session 36).
+        // the half's last copy first (1.006-1.030x on six seesaw shapes, 0.998x on a varlen batch; session 36, run 4).
         issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kHalfBoxes, true>(sm, stage_b, parity_b ^ 1, s);
         issue_qk_boxes<T, 0, Cfg::kHalfBoxes, false>(sm, stage_b, parity_b ^ 1, s);
         issue_qk_boxes<T, Cfg::kBoxes - 1, 1, false>(sm, stage_b, parity_b ^ 1, s);
