@@ -63,21 +63,6 @@ struct DeviceArena {
 
 namespace {
 
-// Gives back, when it ends, what the arena handed out since it began (no arena: nothing to do).
-class ArenaScope {
- public:
-  explicit ArenaScope(DeviceArena* arena) : arena_(arena), used_(arena != nullptr ? arena->used : 0) {}
-  ~ArenaScope() {
-    if (arena_ != nullptr) arena_->used = used_;
-  }
-  ArenaScope(const ArenaScope&) = delete;
-  ArenaScope& operator=(const ArenaScope&) = delete;
-
- private:
-  DeviceArena* arena_;
-  size_t used_;
-};
-
 // Owning device allocation: its own cudaMalloc, or a piece of an arena (given back by the ArenaScope).
 class DeviceBuffer {
  public:
@@ -111,6 +96,23 @@ class DeviceBuffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = true;
+};
+
+// Hands out a config's buffers (from the arena, or each its own cudaMalloc without one) and gives back, when it
+// ends, what the arena handed out since it began. Declared before the buffers it hands out, so it ends after them.
+class ArenaScope {
+ public:
+  explicit ArenaScope(DeviceArena* arena) : arena_(arena), used_(arena != nullptr ? arena->used : 0) {}
+  DeviceBuffer buffer(size_t bytes) const { return DeviceBuffer(bytes, arena_); }
+  ~ArenaScope() {
+    if (arena_ != nullptr) arena_->used = used_;
+  }
+  ArenaScope(const ArenaScope&) = delete;
+  ArenaScope& operator=(const ArenaScope&) = delete;
+
+ private:
+  DeviceArena* arena_;
+  size_t used_;
 };
 
 class Event {
@@ -293,7 +295,7 @@ Ceilings GpuBench::measure_ceilings() {
   const size_t bytes = static_cast<size_t>(kCopyCeilingBytes);
   if (2.0 * bytes > options_.memory_budget_bytes) return c;
   const ArenaScope scope(arena());
-  DeviceBuffer src(bytes, arena()), dst(bytes, arena());
+  DeviceBuffer src = scope.buffer(bytes), dst = scope.buffer(bytes);
   OPENMLA_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, bytes, stream_));
   Event start, stop;
   std::vector<double> ms;
@@ -339,7 +341,7 @@ std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
 }
 
 TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
-  const ArenaScope scope(arena());  // declared first: gives the config's buffers back after they are gone
+  const ArenaScope scope(arena());  // declared first: every buffer of the config comes from it
   TimedConfig timed;
   BenchResult& r = timed.result;
   r.config = config;
@@ -406,10 +408,10 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
 
     // Shared by every set: the lengths, and the schedule plan() writes from them (one plan, as an
     // engine plans once per step for all layers).
-    DeviceBuffer seqlens_dev(seqlens.size() * sizeof(int32_t), arena());
+    DeviceBuffer seqlens_dev = scope.buffer(seqlens.size() * sizeof(int32_t));
     OPENMLA_CUDA_CHECK(cudaMemcpyAsync(seqlens_dev.get(), seqlens.data(), seqlens_dev.bytes(),
                                        cudaMemcpyHostToDevice, stream_));
-    DeviceBuffer workspace(plan.workspace_bytes(), arena());
+    DeviceBuffer workspace = scope.buffer(plan.workspace_bytes());
     const TensorView seqlens_view = make_tensor(seqlens_dev.get(), DType::kInt32, {b}, DeviceType::kCUDA,
                                                 options_.device);
 
@@ -420,11 +422,11 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     uint64_t fill_seed = options_.seed * 1000003ull;
     for (int i = 0; i < sets; ++i) {
       InputSet& set = inputs[i];
-      set.q = DeviceBuffer(q_bytes, arena());
-      set.kv = DeviceBuffer(static_cast<size_t>(num_pages * page_bytes), arena());
-      set.block_table = DeviceBuffer(table_bytes, arena());
-      set.out = DeviceBuffer(out_bytes, arena());
-      set.lse = DeviceBuffer(lse_bytes, arena());
+      set.q = scope.buffer(q_bytes);
+      set.kv = scope.buffer(static_cast<size_t>(num_pages * page_bytes));
+      set.block_table = scope.buffer(table_bytes);
+      set.out = scope.buffer(out_bytes);
+      set.lse = scope.buffer(lse_bytes);
       fill_normal(set.q.get(), shape.q_dtype, rows * kHeadDimQK, ++fill_seed, stream_);
       for (int64_t p0 = 0; p0 < num_pages; p0 += kFillChunkPages) {
         const int64_t pages = std::min<int64_t>(kFillChunkPages, num_pages - p0);
