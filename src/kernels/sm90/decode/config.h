@@ -76,7 +76,7 @@ enum class WideSchedule : int {
 struct alignas(1024) WideSharedStorage {
   uint8_t q[WideConfig::kTileBytes];                     // Q: 9 boxes of 64 rows x 64 dims, SW128
   uint8_t kv[WideConfig::kStages][WideConfig::kTileBytes];  // KV tiles, 9 boxes of 64 tokens x 64 dims
-  uint8_t p[WideConfig::kRows * WideConfig::kTokens * 2];  // P of the current tile, K-major SW128
+  uint8_t p[WideConfig::kRows * WideConfig::kTokens * 2];  // P of the current tile (seesaw: P_b up to 128 rows), K-major SW128
   float row_max[WideConfig::kRows];    // running max after the latest published tile (raw scores)
   float row_scale[WideConfig::kRows];  // its rescale factor alpha for O and l
   float row_scale_b[WideConfig::kRows];  // seesaw: alpha of tile b (consumer 1's step)

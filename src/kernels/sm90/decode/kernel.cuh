@@ -403,9 +403,14 @@ __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideS
 
 // P of a tile, for the other consumer: written over the tile's own rope box (box 8) once its S is done,
 // which no one reads after S. The stage half that holds box 8 is released by the consumer that reads P
-// (kernel below: the producer copies box 8 with consumer 1's half for tile a, with consumer 0's for b).
+// (kernel below: the producer copies box 8 with consumer 1's half for tile a, with consumer 0's for b,
+// or with consumer 1's for both when P_b is in the spare tile).
 __device__ __forceinline__ uint8_t* p_tile(WideSharedStorage& sm, int stage) {
   return sm.kv[stage] + (Cfg::kBoxes - 1) * Cfg::kBoxBytes;
+}
+// Where P of a pair's second tile goes: over its rope box, or up to 128 rows the spare P tile (seesaw_pairs.h).
+__device__ __forceinline__ uint8_t* p_b_tile(WideSharedStorage& sm, int stage_b, bool spare_pb) {
+  return spare_pb ? sm.p : p_tile(sm, stage_b);
 }
 
 // P fragments (two rows per thread) times the rows' factors, in fp32, rounded once more.
@@ -431,7 +436,8 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // so one consumer's softmax runs while the other's wgmmas keep the tensor cores busy. Each consumer
 // releases its V half of a stage after its last PV on it (the producer copies the halves separately),
 // so S of the next pair starts on boxes that are already back. P of each tile is written
-// over its tile's rope box (p_tile). A missing b (odd tile count) skips its steps. The handoffs are
+// over its tile's rope box (p_tile; up to 128 rows P_b goes to the spare P tile, p_b_tile). A missing b
+// (odd tile count) skips its steps. The handoffs are
 // rendezvous of both consumers (`barrier.sync` on both sides), met by both in one order per pair:
 // Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Measured
 // 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
@@ -442,6 +448,7 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
                                                int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
                                                const int* page_ids, int num_pages, bool& bad_page) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
+  const bool spare_pb = seesaw_spare_pb(p.rows);
   float s[32];
   // S of this consumer's first tile.
   if (me < tiles) {
@@ -495,7 +502,7 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
       rescale_rows(o, f0, f1);
       if (has_b) {
         zero_tail_if_last(sm, mask, block_b, stage_b, parity_b, 0);
-        issue_pv_ss<T>(sm, p_tile(sm, stage_b), stage_b, 0, o);
+        issue_pv_ss<T>(sm, p_b_tile(sm, stage_b, spare_pb), stage_b, 0, o);
       }
       const bool next = j + 2 < tiles;
       if (next) {
@@ -533,7 +540,7 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
         rs.m1 = m_a1;
       }
       if (has_b) {  // P_b goes out with b's max
-        store_p_tile(p_tile(sm, stage_b), st.pa, c, row0, row1);
+        store_p_tile(p_b_tile(sm, stage_b, spare_pb), st.pa, c, row0, row1);
         fence_proxy_async();
       }
       named_barrier_wait(kBarScale1Ready, 256);
@@ -555,12 +562,17 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
       fence_operands(o);
       mbarrier_arrive(&sm.empty[stage_a][1]);
       if (j + 3 < tiles) {
-        // Its own half first (released above), then consumer 0's half of b's stage and the rope box in the order the
-        // producer copies them once consumer 0's P_b V_b is done: 0-3, then 8. Taking box 8 before 0-3 waited for
-        // the half's last copy first (1.006-1.030x on six seesaw shapes, 0.998x on a varlen batch; session 36, run 4).
-        issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kHalfBoxes, true>(sm, stage_b, parity_b ^ 1, s);
-        issue_qk_boxes<T, 0, Cfg::kHalfBoxes, false>(sm, stage_b, parity_b ^ 1, s);
-        issue_qk_boxes<T, Cfg::kBoxes - 1, 1, false>(sm, stage_b, parity_b ^ 1, s);
+        // Its own half first (released above), then consumer 0's half of b's stage, in the order the producer copies
+        // them. With P_b in the spare tile the rope box comes with its own half: 4-8, then 0-3. Else box 8 held P_b
+        // and comes after 0-3, copied once consumer 0's P_b V_b is done: taking it before 0-3 waited for the half's
+        // last copy first (1.006-1.030x on six seesaw shapes, 0.998x on a varlen batch; session 36, run 4).
+        if (spare_pb) {
+          issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kBoxes, true>(sm, stage_b, parity_b ^ 1, s);
+        } else {
+          issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kHalfBoxes, true>(sm, stage_b, parity_b ^ 1, s);
+          issue_qk_boxes<T, 0, Cfg::kHalfBoxes, false>(sm, stage_b, parity_b ^ 1, s);
+          issue_qk_boxes<T, Cfg::kBoxes - 1, 1, false>(sm, stage_b, parity_b ^ 1, s);
+        }
       }
       wgmma_wait<0>();
       fence_operands(s);
@@ -695,7 +707,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const Segment seg = make_segment(p, part, part_idx, req);
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
-        const int rope_half = rope_box_half(second_of_pair, stage, block - seg.block_begin);  // every tile
+        const int rope_half =  // every tile
+            rope_box_half(second_of_pair, stage, block - seg.block_begin,
+                          kSchedule == WideSchedule::kSeesaw && seesaw_spare_pb(p.rows));
         if (stage != my_stage) continue;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         if (req == part.begin_req && block == seg.block_begin + 1) mbarrier_wait(&sm.q_full, 0);
