@@ -1,6 +1,7 @@
 #!/bin/bash
-# NOT RUN: prepared in session 36, which had no device time left to start it. The next session can build
-# experiment_pb_spare_env.diff on 1244d53, carry bench_pb.xz / gpu_tests_pb.xz and run it as is.
+# Prepared in session 36 (no device time left to start it); run in session 37 as its run 1 (2026-12-03-session37/run1.sh,
+# bench/results/2026-12-03-h200-seesaw-refill-handoffs.md). It was built
+# from experiment_pb_spare_env.diff on 1244d53 (bench_pb.xz / gpu_tests_pb.xz).
 # Session 36 run 7 (experiment_pb_spare_env.diff on 1244d53, OPENMLA_EXP_FLAGS): pb (1) = P_b in the spare P tile
 # (sm.p) instead of over b's rope box, so that box 8 of every stage goes back with consumer 1's half and consumer 1's
 # next S takes 5 early boxes (4-8) and 4 late ones (session 17 measured the idea at -1.2% to +1.5% before the box
