@@ -38,7 +38,9 @@ int check_part(const std::vector<int>& tiles_per_segment, bool spare_pb = false)
         ++checked;
       }
       last_reader[stage] = model_p_reader(j, spare_pb);
-      if (last_reader[stage] >= 0) EXPECT_EQ(seesaw_p_reader(j), last_reader[stage]);
+      if (last_reader[stage] >= 0) {
+        EXPECT_EQ(seesaw_p_reader(j), last_reader[stage]);
+      }
     }
   }
   return checked;
