@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
-# Times variants chosen by an environment variable inside one run: openmla-bench once per value, the
-# values interleaved ROUNDS times (A B A B ...) so that drift shows up as spread, not as a difference.
-# Usage: VAR=NAME VALUES="a b" [ROUNDS=2] [BIN=dir] [FILTERS="spec;spec"] bash scripts/ab_env.sh <openmla-bench args...>
-# Or builds against each other: BINS="base=dir1 new=dir2" (each dir holds an openmla-bench; the names are the
-# values). (FILTERS: one openmla-bench --filter per entry, each run for every value.)
-# JSON per value and round to $OUT (device tool) or ./ab-out; a table of median µs per shape last.
+# Times variants inside one run, so that the machine start and the GPU's state are shared.
+#
+# Variants:
+#   VAR=NAME VALUES="a b"           one openmla-bench (BIN=dir, default build-gpu), the variable set per value;
+#   BINS="base=dir1 new=dir2"       builds against each other (each dir holds an openmla-bench; the names are the values);
+#   AB_ARGS_<value>="..."           (optional) openmla-bench arguments for that variant only, after the common ones
+#                                   (e.g. AB_ARGS_fp8="--format fp8_e4m3": variants that differ in format or mode);
+#   EXTRA="fm=/path/to/binary"      (optional, with SHAPES) a non-openmla harness timed in the same loop, called as
+#                                   `binary --shape b,s_q,h_q,s_k --replays 10` and printing `median_us=`; skipped for
+#                                   varlen shapes (FlashMLA's scratch decode harness of session 36 is one).
+# What is timed:
+#   SHAPES="b,s_q,h_q,s_k[,varlen] ..."  each shape by every variant back to back (shape-major), one process each;
+#                                   round 1 checks against the CPU reference, later rounds pass --check-samples 0;
+#   FILTERS="spec;spec"             otherwise: one openmla-bench run per --filter entry (or one with the arguments alone),
+#                                   each for every value.
+# Rounds: ROUNDS (default 2); even rounds take the variants in reverse order, so that a variant's place in the
+# sequence (a warmer GPU later on) shows up as spread, not as a difference.
+# Usage: [variants] [SHAPES=... | FILTERS=...] [ROUNDS=2] bash scripts/ab_env.sh <openmla-bench args...>
+# JSON / text per variant, shape and round to $OUT/ab (device tool) or ./ab-out/ab; a table of median µs per shape last
+# (speed of each variant against the first: first's time / its time).
 set -uo pipefail
-out="${OUT:-ab-out}"
+out="${OUT:-ab-out}/ab"
 mkdir -p "$out"
 bin="${BIN:-build-gpu}"
 rounds="${ROUNDS:-2}"
-declare -A bin_of=()
+declare -A bin_of=() extra_of=()
 if [ -n "${BINS:-}" ]; then
   VAR="${VAR:-OPENMLA_AB_BUILD}"
   VALUES=""
@@ -19,23 +33,54 @@ if [ -n "${BINS:-}" ]; then
     VALUES="$VALUES ${pair%%=*}"
   done
 fi
-IFS=';' read -r -a filters <<<"${FILTERS:-}"
-[ ${#filters[@]} -eq 0 ] && filters=("")
+VAR="${VAR:-OPENMLA_AB_VALUE}"
+variants="$VALUES"
+for pair in ${EXTRA:-}; do
+  extra_of[${pair%%=*}]="${pair#*=}"
+  variants="$variants ${pair%%=*}"
+done
+if [ -n "${SHAPES:-}" ]; then
+  read -r -a jobs <<<"$SHAPES"
+else
+  IFS=';' read -r -a jobs <<<"${FILTERS:-}"
+  [ ${#jobs[@]} -eq 0 ] && jobs=("")
+fi
 for round in $(seq 1 "$rounds"); do
-  for f in "${!filters[@]}"; do
-    for value in $VALUES; do
-      name="ab_${value}_${round}_${f}"
-      timeout "${AB_TIMEOUT:-300}" env "$VAR=$value" "${bin_of[$value]:-$bin}"/openmla-bench "$@" ${filters[$f]:+--filter "${filters[$f]}"} --json "$out/$name.json" \
-        >"$out/$name.txt" 2>&1 || { echo "openmla-bench failed for $VAR=$value"; tail -5 "$out/$name.txt"; }
+  order="$variants"
+  [ $((round % 2)) = 0 ] && order="$(echo $variants | tr ' ' '\n' | tac | tr '\n' ' ')"
+  for j in "${!jobs[@]}"; do
+    job="${jobs[$j]}"
+    for v in $order; do
+      name="$out/j${j}_${v}_${round}"
+      if [ -n "${extra_of[$v]:-}" ]; then
+        case "$job" in *varlen|"") continue ;; esac
+        [ -n "${SHAPES:-}" ] || continue
+        timeout "${AB_TIMEOUT:-300}" "${extra_of[$v]}" --shape "$job" --replays 10 >"$name.txt" 2>&1 ||
+          { echo "$v failed on $job"; tail -3 "$name.txt"; }
+        continue
+      fi
+      if [ -n "${SHAPES:-}" ]; then
+        args=(--shape "$job")
+        [ "$round" -gt 1 ] && args+=(--check-samples 0)
+      else
+        args=(${job:+--filter "$job"})
+      fi
+      own="AB_ARGS_$v"
+      timeout "${AB_TIMEOUT:-300}" env "$VAR=$v" "${bin_of[$v]:-$bin}"/openmla-bench "$@" ${!own:-} "${args[@]}" \
+        --json "$name.json" >"$name.txt" 2>&1 || { echo "openmla-bench failed for $v on '$job'"; tail -5 "$name.txt"; }
     done
   done
 done
-python3 - "$out" "$VALUES" "$rounds" <<'EOF'
-import glob, json, sys, statistics
-out, values, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
-runs = {}
-for v in values:
-    for path in sorted(glob.glob(f"{out}/ab_{v}_*.json")):
+python3 - "$out" "$variants" <<'EOF'
+import glob, json, re, statistics, sys
+out, variants = sys.argv[1], sys.argv[2].split()
+runs, order, formats = {}, [], {}
+def add(key, v, us):
+    if key not in runs:
+        order.append(key)
+    runs.setdefault(key, {}).setdefault(v, []).append(us)
+for v in variants:
+    for path in sorted(glob.glob(f"{out}/j*_{v}_*.json")):
         try:
             data = json.load(open(path))
         except (OSError, ValueError):
@@ -43,17 +88,25 @@ for v in values:
         for res in data["results"]:
             if res.get("status") != "ok":
                 continue
+            err, lse = res.get("max_rel_err"), res.get("max_lse_err")
+            if (err is not None and err > 1e-2) or (lse is not None and lse > 1e-4) or res.get("device_errors"):
+                print(f"CHECK FAILED: {path} (out {err}, lse {lse}, device errors {res.get('device_errors')})")
             s_k = f"varlen {res['mean_seqlen']}" if res["varlen"] else res["s_k"]
-            key = (res["format"], res["b"], res["s_q"], res["h_q"], s_k)
-            runs.setdefault(key, {}).setdefault(v, []).append(res["time_us"])
-print("| format | b | s_q | h_q | s_k | " + " | ".join(f"{v} µs (min-max)" for v in values) + f" | speedup of {values[-1]} |")
-print("|---|---:|---:|---:|---|" + "---:|" * (len(values) + 1))
-for key, by in runs.items():
-    cells = []
-    for v in values:
-        t = by.get(v, [])
-        cells.append(f"{statistics.median(t):.1f} ({min(t):.1f}-{max(t):.1f})" if t else "-")
-    a, b = by.get(values[0]), by.get(values[-1])
-    ratio = f"{statistics.median(a) / statistics.median(b):.3f}x" if a and b else "-"
-    print("| " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + f" | {ratio} |")
+            add((res["b"], res["s_q"], res["h_q"], s_k), v, res["time_us"])
+            formats.setdefault((res["b"], res["s_q"], res["h_q"], s_k), set()).add(res["format"])
+    for path in sorted(glob.glob(f"{out}/j*_{v}_*.txt")):
+        m = re.search(r"b=(\d+) s_q=(\d+) h_q=(\d+) s_k=(\d+).*median_us=([\d.]+)", open(path).read())
+        if m and not path.endswith(".json") and not glob.glob(path[:-4] + ".json"):
+            add(tuple(int(x) for x in m.groups()[:4]), v, float(m.group(5)))
+first, others = variants[0], variants[1:]
+print("| format | b | s_q | h_q | s_k | " + " | ".join(f"{v} µs (rounds)" for v in variants) + " | " +
+      " | ".join(f"{first} / {v}" for v in others) + " |")
+print("|---|---:|---:|---:|---|" + "---:|" * (len(variants) + len(others)))
+for key in order:
+    by = runs[key]
+    med = {v: statistics.median(by[v]) for v in variants if v in by}
+    cells = [f"{med[v]:.1f} ({'/'.join('%.1f' % t for t in by[v])})" if v in med else "-" for v in variants]
+    ratios = [f"{med[first] / med[v]:.3f}x" if v in med and first in med else "-" for v in others]
+    fmt = ",".join(sorted(formats.get(key, {"-"})))
+    print(f"| {fmt} | " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 EOF
