@@ -39,6 +39,9 @@ for pair in ${EXTRA:-}; do
   extra_of[${pair%%=*}]="${pair#*=}"
   variants="$variants ${pair%%=*}"
 done
+for v in $variants; do  # names go into file names (j<job>_<name>_<round>) and AB_ARGS_<name>
+  [[ "$v" =~ ^[A-Za-z0-9]+$ ]] || { echo "ab_env.sh: variant name '$v': letters and digits only"; exit 2; }
+done
 if [ -n "${SHAPES:-}" ]; then
   read -r -a jobs <<<"$SHAPES"
 else
