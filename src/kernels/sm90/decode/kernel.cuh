@@ -446,9 +446,8 @@ template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                const Segment& seg, const TileMask& mask, int tiles, int me, int c,
                                                int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                               const int* page_ids, int num_pages, bool& bad_page) {
+                                               const int* page_ids, int num_pages, bool& bad_page, bool spare_pb) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
-  const bool spare_pb = seesaw_spare_pb(p.rows);
   float s[32];
   // S of this consumer's first tile.
   if (me < tiles) {
@@ -652,6 +651,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // lane 1 of producer warp 2 s copies it into stage s. One decision, read by both roles.
   constexpr bool kRopeEarlyKernel = kKind == kKv16Bit && kSchedule == WideSchedule::kAlternating;
   const bool rope_early = kRopeEarlyKernel && p.rows <= kRopeEarlyMaxRows;
+  // The seesaw keeps P_b in the spare P tile up to kSeesawSparePbMaxRows rows (seesaw_pairs.h): where the
+  // consumers store and read it, and which half of a stage the copy threads refill with box 8.
+  const bool spare_pb = kSchedule == WideSchedule::kSeesaw && seesaw_spare_pb(p.rows);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
@@ -708,8 +710,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int block = seg.block_begin; block < seg.block_end; ++block, ++it) {
         const int stage = it % Cfg::kStages;
         const int rope_half =  // every tile
-            rope_box_half(second_of_pair, stage, block - seg.block_begin,
-                          kSchedule == WideSchedule::kSeesaw && seesaw_spare_pb(p.rows));
+            rope_box_half(second_of_pair, stage, block - seg.block_begin, spare_pb);
         if (stage != my_stage) continue;
         const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
         if (req == part.begin_req && block == seg.block_begin + 1) mbarrier_wait(&sm.q_full, 0);
@@ -774,7 +775,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bool bad_page = false;
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
       consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs,
-                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page);
+                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page, spare_pb);
     } else {
       consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
