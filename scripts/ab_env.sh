@@ -26,14 +26,14 @@ bin="${BIN:-build-gpu}"
 rounds="${ROUNDS:-2}"
 declare -A bin_of=() extra_of=()
 if [ -n "${BINS:-}" ]; then
-  VAR="${VAR:-OPENMLA_AB_BUILD}"
   VALUES=""
   for pair in $BINS; do
     bin_of[${pair%%=*}]="${pair#*=}"
     VALUES="$VALUES ${pair%%=*}"
   done
 fi
-VAR="${VAR:-OPENMLA_AB_VALUE}"
+: "${VALUES:?ab_env.sh: set VALUES=\"a b\" (with VAR=NAME) or BINS=\"name=dir ...\"}"
+VAR="${VAR:-OPENMLA_AB_VARIANT}"  # set to the variant's name in openmla-bench's environment
 variants="$VALUES"
 for pair in ${EXTRA:-}; do
   extra_of[${pair%%=*}]="${pair#*=}"
@@ -56,8 +56,7 @@ for round in $(seq 1 "$rounds"); do
     for v in $order; do
       name="$out/j${j}_${v}_${round}"
       if [ -n "${extra_of[$v]:-}" ]; then
-        case "$job" in *varlen|"") continue ;; esac
-        [ -n "${SHAPES:-}" ] || continue
+        if [ -z "${SHAPES:-}" ] || [[ "$job" == *varlen ]]; then continue; fi
         timeout "${AB_TIMEOUT:-300}" "${extra_of[$v]}" --shape "$job" --replays 10 >"$name.txt" 2>&1 ||
           { echo "$v failed on $job"; tail -3 "$name.txt"; }
         continue
@@ -75,7 +74,7 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 python3 - "$out" "$variants" <<'EOF'
-import glob, json, re, statistics, sys
+import glob, json, os, re, statistics, sys
 out, variants = sys.argv[1], sys.argv[2].split()
 runs, order, formats = {}, [], {}
 def add(key, v, us):
@@ -98,12 +97,14 @@ for v in variants:
             out_tol, lse_tol = (0.2, 5e-3) if fp8_math else (1e-2, 1e-4)
             if (err is not None and err > out_tol) or (lse is not None and lse > lse_tol) or res.get("device_errors"):
                 print(f"CHECK FAILED: {path} (out {err}, lse {lse}, device errors {res.get('device_errors')})")
-            s_k = f"varlen {res['mean_seqlen']}" if res["varlen"] else res["s_k"]
-            add((res["b"], res["s_q"], res["h_q"], s_k), v, res["time_us"])
-            formats.setdefault((res["b"], res["s_q"], res["h_q"], s_k), set()).add(res["format"])
-    for path in sorted(glob.glob(f"{out}/j*_{v}_*.txt")):
+            key = (res["b"], res["s_q"], res["h_q"], f"varlen {res['mean_seqlen']}" if res["varlen"] else res["s_k"])
+            add(key, v, res["time_us"])
+            formats.setdefault(key, set()).add(res["format"])
+    for path in sorted(glob.glob(f"{out}/j*_{v}_*.txt")):  # an EXTRA harness's output (no JSON beside it)
+        if os.path.exists(path[:-4] + ".json"):
+            continue
         m = re.search(r"b=(\d+) s_q=(\d+) h_q=(\d+) s_k=(\d+).*median_us=([\d.]+)", open(path).read())
-        if m and not path.endswith(".json") and not glob.glob(path[:-4] + ".json"):
+        if m:
             add(tuple(int(x) for x in m.groups()[:4]), v, float(m.group(5)))
 first, others = variants[0], variants[1:]
 print("| format | b | s_q | h_q | s_k | " + " | ".join(f"{v} µs (rounds)" for v in variants) + " | " +
