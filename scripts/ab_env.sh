@@ -7,8 +7,11 @@
 #   AB_ARGS_<value>="..."           (optional) openmla-bench arguments for that variant only, after the common ones
 #                                   (e.g. AB_ARGS_fp8="--format fp8_e4m3": variants that differ in format or mode);
 #   EXTRA="fm=/path/to/binary"      (optional, with SHAPES) a non-openmla harness timed in the same loop, called as
-#                                   `binary --shape b,s_q,h_q,s_k --replays 10` and printing `median_us=`; skipped for
-#                                   varlen shapes (FlashMLA's scratch decode harness of session 36 is one).
+#                                   `binary --shape b,s_q,h_q,s_k` and then AB_ARGS_<name> (default `--replays 10`),
+#                                   printing `median_us=`; skipped for varlen shapes (FlashMLA's scratch decode harness
+#                                   of session 36 is one). One binary may appear under several names.
+# AB_STAMPS=file                    (optional) appends "<start s> <end s> <variant> <job> <round>" per process (epoch
+#                                   seconds), to line runs up with a power / clock log such as nvidia-smi's.
 # What is timed:
 #   SHAPES="b,s_q,h_q,s_k[,varlen] ..."  each shape by every variant back to back (shape-major), one process each;
 #                                   round 1 checks against the CPU reference, later rounds pass --check-samples 0;
@@ -55,10 +58,13 @@ for round in $(seq 1 "$rounds"); do
     job="${jobs[$j]}"
     for v in $order; do
       name="$out/j${j}_${v}_${round}"
+      own="AB_ARGS_$v"
+      start=$(date +%s.%N)
       if [ -n "${extra_of[$v]:-}" ]; then
         if [ -z "${SHAPES:-}" ] || [[ "$job" == *varlen ]]; then continue; fi
-        timeout "${AB_TIMEOUT:-300}" "${extra_of[$v]}" --shape "$job" --replays 10 >"$name.txt" 2>&1 ||
+        timeout "${AB_TIMEOUT:-300}" "${extra_of[$v]}" --shape "$job" ${!own:---replays 10} >"$name.txt" 2>&1 ||
           { echo "$v failed on $job"; tail -3 "$name.txt"; }
+        [ -n "${AB_STAMPS:-}" ] && echo "$start $(date +%s.%N) $v $job $round" >>"$AB_STAMPS"
         continue
       fi
       if [ -n "${SHAPES:-}" ]; then
@@ -67,9 +73,9 @@ for round in $(seq 1 "$rounds"); do
       else
         args=(${job:+--filter "$job"})
       fi
-      own="AB_ARGS_$v"
       timeout "${AB_TIMEOUT:-300}" env "$VAR=$v" "${bin_of[$v]:-$bin}"/openmla-bench "$@" ${!own:-} "${args[@]}" \
         --json "$name.json" >"$name.txt" 2>&1 || { echo "openmla-bench failed for $v on '$job'"; tail -5 "$name.txt"; }
+      [ -n "${AB_STAMPS:-}" ] && echo "$start $(date +%s.%N) $v ${job:-all} $round" >>"$AB_STAMPS"
     done
   done
 done
