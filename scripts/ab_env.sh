@@ -11,7 +11,7 @@
 #                                   printing `median_us=`; skipped for varlen shapes (FlashMLA's scratch decode harness
 #                                   of session 36 is one). One binary may appear under several names.
 # AB_STAMPS=file                    (optional) appends "<start s> <end s> <variant> <job> <round>" per process (epoch
-#                                   seconds), to line runs up with a power / clock log such as nvidia-smi's.
+#                                   seconds), to line runs up with a power / clock log (scripts/power_by_run.py).
 # What is timed:
 #   SHAPES="b,s_q,h_q,s_k[,varlen] ..."  each shape by every variant back to back (shape-major), one process each;
 #                                   round 1 checks against the CPU reference, later rounds pass --check-samples 0;
@@ -51,6 +51,9 @@ else
   IFS=';' read -r -a jobs <<<"${FILTERS:-}"
   [ ${#jobs[@]} -eq 0 ] && jobs=("")
 fi
+stamp() {  # AB_STAMPS: this process's start (set before it ran) and end
+  if [ -n "${AB_STAMPS:-}" ]; then echo "$start $(date +%s.%N) $v ${job:-all} $round" >>"$AB_STAMPS"; fi
+}
 for round in $(seq 1 "$rounds"); do
   order="$variants"
   [ $((round % 2)) = 0 ] && order="$(echo $variants | tr ' ' '\n' | tac | tr '\n' ' ')"
@@ -64,7 +67,7 @@ for round in $(seq 1 "$rounds"); do
         if [ -z "${SHAPES:-}" ] || [[ "$job" == *varlen ]]; then continue; fi
         timeout "${AB_TIMEOUT:-300}" "${extra_of[$v]}" --shape "$job" ${!own:---replays 10} >"$name.txt" 2>&1 ||
           { echo "$v failed on $job"; tail -3 "$name.txt"; }
-        [ -n "${AB_STAMPS:-}" ] && echo "$start $(date +%s.%N) $v $job $round" >>"$AB_STAMPS"
+        stamp
         continue
       fi
       if [ -n "${SHAPES:-}" ]; then
@@ -75,7 +78,7 @@ for round in $(seq 1 "$rounds"); do
       fi
       timeout "${AB_TIMEOUT:-300}" env "$VAR=$v" "${bin_of[$v]:-$bin}"/openmla-bench "$@" ${!own:-} "${args[@]}" \
         --json "$name.json" >"$name.txt" 2>&1 || { echo "openmla-bench failed for $v on '$job'"; tail -5 "$name.txt"; }
-      [ -n "${AB_STAMPS:-}" ] && echo "$start $(date +%s.%N) $v ${job:-all} $round" >>"$AB_STAMPS"
+      stamp
     done
   done
 done

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Lines up an nvidia-smi power / clock log with ab_env.sh's AB_STAMPS: per process, the samples under load.
 
-Usage: power_by_run.py smi.csv stamps.txt
+Usage: python3 scripts/power_by_run.py smi.csv stamps.txt
 smi.csv: `nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm --format=csv,noheader,nounits -lms 50`
 (timestamps as "YYYY/MM/DD HH:MM:SS.mmm", local time of the device, which `date +%s` there shares).
 Under load = the samples of the process whose power is at least 70% of its highest; prints their median power and
 SM clock per variant and shape (medians over rounds), so that a variant's speed at the cap can be read next to its power.
+The H200's `power.draw` is an average over a window longer than a short process's loaded part, so its power column
+compares processes only roughly; the clock column is the one to read (bench/results/2026-12-03-h200-cap-and-release.md).
 """
 import collections
 import datetime
