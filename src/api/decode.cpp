@@ -233,6 +233,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.splits = static_cast<const kernels::RequestSplit*>(ws.request_splits);
   p.num_parts = num_parts_;
   p.o_partial = ws.o_partial;
+  p.o_partial_scale = ws.o_partial_scale;
   p.lse_partial = ws.lse_partial;
   p.error_word = ws.error_word;
 

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "kernels/common/combine_config.h"
+#include "kernels/common/partial_rows.h"
 #include "kernels/common/schedule.h"
 #include "kernels/sm80/decode/tiles.h"
 
@@ -141,7 +142,7 @@ int choose_combine_tile(int batch_size, int rows, int num_parts, int max_pages) 
   const int64_t table_splits = (static_cast<int64_t>(max_pages) + kRequestOverheadUnits) / kSm90MinUnitsPerPart + 2;
   const int64_t splits = std::max<int64_t>(1, std::min(table_splits, (slots + groups - 1) / groups));
   const int64_t one_batch = static_cast<int64_t>(kCombineThreads) * kCombineLoadsPerThread / splits;
-  const int64_t cols = static_cast<int64_t>(std::max(1, rows)) * 128;  // float4 columns of a request
+  const int64_t cols = static_cast<int64_t>(std::max(1, rows)) * 128;  // column groups of a request
   const int64_t max_tile = std::min<int64_t>(kCombineMaxTile, std::max<int64_t>(kCombineMinTile, cols));
   auto ctas = [&](int64_t tile) { return groups * ((cols + tile - 1) / tile); };
   int tile = kCombineMinTile;
@@ -166,7 +167,9 @@ DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int
   ws.error_word = static_cast<unsigned*>(take(sizeof(unsigned)));
   ws.parts = take(sizeof(kernels::SplitPart) * static_cast<size_t>(num_parts));
   ws.request_splits = take(sizeof(kernels::RequestSplit) * static_cast<size_t>(batch_size));
-  ws.o_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * 512));
+  ws.o_partial = static_cast<uint16_t*>(take(sizeof(uint16_t) * slots * static_cast<size_t>(rows) * 512));
+  ws.o_partial_scale =
+      static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * kernels::kPartialBlocks));
   ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));
   ws.bytes = align_up(offset, 256);
   return ws;

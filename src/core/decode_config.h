@@ -119,7 +119,7 @@ int max_partials(int batch_size, int num_parts) noexcept;
 // min(batch, num_parts - 1) requests are split (each owns >= 1 of the num_parts - 1 part boundaries).
 int combine_groups(int batch_size, int num_parts) noexcept;
 
-// The combine kernel's column tile, in float4 columns per CTA row (a power of two in [8, 1024]; from 128 on,
+// The combine kernel's column tile, in column groups (4 columns) per CTA row (a power of two in [8, 1024]; from 128 on,
 // tile / 128 whole rows, never more rows than `rows`). The host knows only the batch, rows, num_parts and the
 // block table's width (max_pages), so it works from the splits a group can have: the slot bound over the
 // groups, and what the table's width can span (a part takes at least kSm90MinUnitsPerPart units, plus a part
@@ -138,7 +138,8 @@ struct DecodeWorkspace {
   unsigned* error_word = nullptr;   // 1 word, at offset 0 (see DecodePlan::device_error_word)
   void* parts = nullptr;            // SplitPart[num_parts]
   void* request_splits = nullptr;   // RequestSplit[batch]
-  float* o_partial = nullptr;       // [max_partials, rows, 512]
+  uint16_t* o_partial = nullptr;    // [max_partials, rows, 512] fp16 (kernels/common/partial_rows.cuh)
+  float* o_partial_scale = nullptr; // [max_partials, rows, 8]
   float* lse_partial = nullptr;     // [max_partials, rows]
   size_t bytes = 0;
 };

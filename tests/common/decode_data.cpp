@@ -57,6 +57,7 @@ std::string DecodeCase::describe() const {
   if (page_pad_tokens != 0) os << " page_pad=" << page_pad_tokens;
   if (latent_log2_spread != 0) os << " latent_spread=2^" << latent_log2_spread;
   if (q_log2_scale != 0) os << " q_scale=2^" << q_log2_scale;
+  if (kv_log2_scale != 0) os << " kv_scale=2^" << kv_log2_scale;
   if (lse_flashmla_layout) os << " lse=[b,h_q,s_q]";
   if (softmax_scale != 0.0f) os << " softmax_scale=" << softmax_scale;
   os << " seed=" << seed;
@@ -140,8 +141,8 @@ DecodeData make_decode_data(const DecodeCase& c) {
       const int32_t page = d.block_table[static_cast<size_t>(r) * d.max_pages + t / kPageSize];
       slots.push_back(static_cast<int64_t>(page) * kPageSize + t % kPageSize);
       const size_t first = latent.size();
-      for (int j = 0; j < kHeadDimV; ++j) latent.push_back(normal(rng));
-      for (int j = 0; j < kRopeDim; ++j) rope.push_back(normal(rng));
+      for (int j = 0; j < kHeadDimV; ++j) latent.push_back(std::ldexp(normal(rng), c.kv_log2_scale));
+      for (int j = 0; j < kRopeDim; ++j) rope.push_back(std::ldexp(normal(rng), c.kv_log2_scale));
       if (c.latent_log2_spread > 0) {
         const int spread = c.latent_log2_spread;
         const int token_exp = static_cast<int>(rng() % (2 * spread + 1)) - spread;

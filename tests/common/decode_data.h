@@ -34,6 +34,7 @@ struct DecodeCase {
                                        // 128-value tile 2^[-s/2, s/2], every 7th token one zero tile):
                                        // ds_mla tile scales far apart
   int q_log2_scale = 0;                // query N(0, 1) times 2^this (bf16: beyond fp16's range)
+  int kv_log2_scale = 0;               // cache values (latent and rope, before quantization) times 2^this
   bool lse_flashmla_layout = false;    // lse as [b, h_q, s_q] (strided view)
   uint64_t seed = 1;
   std::string describe() const;        // "b=4 s_q=2 h_q=16 bf16 causal lens=[0,1,65]"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/decode_config.h"
+#include "kernels/common/partial_rows.h"
 #include "kernels/common/schedule.h"
 #include "openmla/error.h"
 
@@ -255,7 +256,8 @@ TEST(DecodeConfig, WorkspaceCarvingMatchesItsSizeAndAligns) {
   EXPECT_EQ(ws.bytes, size_only.bytes);
   const auto off = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(base); };
   EXPECT_EQ(off(ws.error_word), 0u);  // DecodePlan::device_error_word relies on it
-  std::vector<uintptr_t> offsets = {off(ws.parts), off(ws.request_splits), off(ws.o_partial), off(ws.lse_partial)};
+  std::vector<uintptr_t> offsets = {off(ws.parts), off(ws.request_splits), off(ws.o_partial),
+                                    off(ws.o_partial_scale), off(ws.lse_partial)};
   uintptr_t previous = 0;
   for (uintptr_t o : offsets) {
     EXPECT_EQ(o % 256, 0u);
@@ -263,7 +265,8 @@ TEST(DecodeConfig, WorkspaceCarvingMatchesItsSizeAndAligns) {
     previous = o;
   }
   const size_t slots = static_cast<size_t>(max_partials(128, 33));
-  EXPECT_GE(off(ws.lse_partial) - off(ws.o_partial), slots * 256 * 512 * sizeof(float));
+  EXPECT_GE(off(ws.o_partial_scale) - off(ws.o_partial), slots * 256 * 512 * sizeof(uint16_t));  // fp16 rows
+  EXPECT_GE(off(ws.lse_partial) - off(ws.o_partial_scale), slots * 256 * kernels::kPartialBlocks * sizeof(float));
   EXPECT_LE(off(ws.lse_partial) + slots * 256 * sizeof(float), ws.bytes);
   EXPECT_EQ(ws.bytes % 256, 0u);
 }

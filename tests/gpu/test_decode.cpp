@@ -376,6 +376,35 @@ TEST(Decode, ScoresJumpAcrossTiles) {
   }
 }
 
+TEST(Decode, SplitRowsFarOutsideFp16Range) {
+  // A split request's partial rows are fp16 with a power-of-two scale per 64 columns
+  // (kernels/common/partial_rows.h). Cache values 2^40 and 2^-40 times N(0, 1) (the softmax scale
+  // compensates, so the weights stay as usual) put every output value far above fp16's 65504 or deep in
+  // its subnormals, through every kernel's partial rows and the combine: each format, 16 rows (the narrow
+  // kernels) and 128 (the seesaw, the wide FP8 kernel), long segments (7 parts) and the automatic split.
+  for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
+    for (int log2_scale : {40, -40}) {
+      for (int q_len : {1, 2}) {
+        DecodeCase c;
+        c.q_len = q_len;
+        c.num_heads = q_len == 1 ? 16 : 64;
+        c.kv_format = format;
+        c.kv_log2_scale = log2_scale;
+        c.kv_fp8_scale = std::ldexp(0.37f, log2_scale);
+        c.softmax_scale = std::ldexp(1.0f / 24.0f, -log2_scale);
+        c.seqlens = {2, 63, 65, 300, 1000, 2000};
+        c.batch_size = static_cast<int>(c.seqlens.size());
+        c.seed = fresh_seed();
+        SCOPED_TRACE(c.describe());
+        expect_matches_reference(c);
+        DecodeOptions few;
+        few.num_parts = 7;
+        expect_matches_reference(c, few);
+      }
+    }
+  }
+}
+
 TEST(Decode, NonFiniteKvPoisonsItsRows) {
   // A NaN that reaches a request's keys must make exactly that request's rows NaN (out and lse), whole
   // or split over parts: a part's row sum l is then NaN, and its LSE must say so, or the combine

@@ -3,11 +3,14 @@
 // Empty partials (lse_i = -inf, every key masked) weigh 0; all empty -> out 0, lse -inf.
 // A NaN partial (a guarded bad input) makes the row NaN: fmaxf would silently drop it.
 //
-// Work decomposition. A CTA owns a tile of kF float4 columns of one request's output (kF < 128: a
+// The partial rows are fp16 with a scale per 64 columns (partial_rows.h); the combine reads them in column
+// groups of 4 (one 8-byte load, a float4 once decoded) and accumulates in fp32.
+//
+// Work decomposition. A CTA owns a tile of kF column groups of one request's output (kF < 128: a
 // column chunk of one row; kF >= 128: kF / 128 whole rows) and spreads the request's splits over
 // its threads: kLanes = 256 / kF split lanes (one when kF >= 256), lane s taking splits s, s +
-// kLanes, ... Each thread keeps kCombineLoadsPerThread float4 loads in flight (kUnroll splits of kVec
-// float4) and merges them with an online (running-max) LSE update, so no pass over the LSEs has to
+// kLanes, ... Each thread keeps kCombineLoadsPerThread group loads in flight (kUnroll splits of kVec
+// groups) and merges them with an online (running-max) LSE update, so no pass over the LSEs has to
 // finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
 // in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
 //
@@ -27,6 +30,7 @@
 #include "kernels/common/combine_config.h"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/partial_rows.h"
 #include "kernels/common/segment.cuh"
 
 namespace openmla::kernels {
@@ -35,9 +39,9 @@ namespace {
 template <int kF>
 struct TileShape {
   static_assert(kF >= kCombineMinTile && kF <= kCombineMaxTile && (kF & (kF - 1)) == 0,
-                "tile: power of two in [8, 1024] float4");
+                "tile: power of two in [8, 1024] column groups");
   static constexpr int kRows = kF >= 128 ? kF / 128 : 1;         // rows per tile
-  static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // float4 columns per tile row
+  static constexpr int kCols4 = kF >= 128 ? 128 : kF;            // column groups per tile row
   static constexpr int kChunks = 128 / kCols4;                   // tiles along one row
   static constexpr int kLanes = kF <= kCombineThreads ? kCombineThreads / kF : 1;  // split lanes
   static constexpr int kThreadsPerRow = kCombineThreads / (kLanes * kRows);  // threads of one (lane, row)
@@ -52,6 +56,11 @@ __device__ __forceinline__ void fma4(float4& acc, float w, const float4& v) {
   acc.y = fmaf(w, v.y, acc.y);
   acc.z = fmaf(w, v.z, acc.z);
   acc.w = fmaf(w, v.w, acc.w);
+}
+// A column group's four fp16 partial values (one 8-byte load; whole sectors over a warp), unscaled.
+__device__ __forceinline__ float4 unpack_partial4(uint2 w) {
+  const float2 a = unpack2<__half>(w.x), b = unpack2<__half>(w.y);
+  return make_float4(a.x, a.y, b.x, b.y);
 }
 __device__ __forceinline__ void scale4(float4& acc, float s) {
   acc.x *= s;
@@ -92,14 +101,16 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   const int chunk = tile % S::kChunks;
   const int row = (tile / S::kChunks) * S::kRows + rem / kTpr;
   const bool row_ok = row < p.rows;  // false only in the last tile of a multi-row shape
-  const int col4 = chunk * S::kCols4 + c;  // first float4 column; then + v * kTpr
+  const int col4 = chunk * S::kCols4 + c;  // first column group; then + v * kTpr
 
   const int n = split.num_splits;
   const size_t rows = static_cast<size_t>(p.rows);
   const size_t slot = static_cast<size_t>(split.partial_base) + lane;
-  const float4* o_ptr = reinterpret_cast<const float4*>(p.o_partial) + (slot * rows + row) * 128 + col4;
+  // Column groups of 4 fp16 values (8 bytes), and their blocks' scales (partial_rows.h).
+  const uint2* o_ptr = reinterpret_cast<const uint2*>(p.o_partial) + (slot * rows + row) * 128 + col4;
+  const uint2* o_base = reinterpret_cast<const uint2*>(p.o_partial);
   const float* l_ptr = p.lse_partial + slot * rows + row;
-  const size_t o_step = static_cast<size_t>(kLanes) * rows * 128;  // float4 between a lane's splits
+  const size_t o_step = static_cast<size_t>(kLanes) * rows * 128;  // column groups between a lane's splits
   const size_t l_step = static_cast<size_t>(kLanes) * rows;
 
   // Online merge of this lane's splits: acc = sum_i exp(l_i - m) o_i, sum = sum_i exp(l_i - m).
@@ -112,14 +123,18 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   if (row_ok) {
     for (int i0 = lane; i0 < n; i0 += kUnroll * kLanes) {
       float l[kUnroll];
-      float4 o[kUnroll][kVec];
+      uint2 o[kUnroll][kVec];    // fp16 values, converted where they are used (3 registers a group, not 4)
+      float sc[kUnroll][kVec];   // their blocks' scales: 0 for a split past n
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const bool valid = i0 + j * kLanes < n;
         l[j] = valid ? l_ptr[j * l_step] : -INFINITY;
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
-          o[j][v] = valid ? __ldcg(o_ptr + j * o_step + v * kTpr) : make_float4(0.f, 0.f, 0.f, 0.f);
+          o[j][v] = valid ? __ldcg(o_ptr + j * o_step + v * kTpr) : make_uint2(0u, 0u);
+          // [slot, row, 8] scales beside [slot, row, 128] groups: a group's scale is at its index / 16.
+          const size_t group = static_cast<size_t>(o_ptr + j * o_step + v * kTpr - o_base);
+          sc[j][v] = valid ? __ldcg(p.o_partial_scale + group / (kPartialBlockCols / 4)) : 0.f;
         }
       }
       float new_m = m;
@@ -138,7 +153,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
           const float w = __expf(l[j] - new_m);  // invalid / empty: exp(-inf) = 0
           sum += w;
 #pragma unroll
-          for (int v = 0; v < kVec; ++v) fma4(acc[v], w, o[j][v]);
+          for (int v = 0; v < kVec; ++v) fma4(acc[v], w * sc[j][v], unpack_partial4(o[j][v]));
         }
         m = new_m;
       }

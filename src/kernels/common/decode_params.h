@@ -46,8 +46,9 @@ struct DecodeParams {
   const SplitPart* parts;
   const RequestSplit* splits;
   int num_parts;
-  float* o_partial;    // [slots, rows, 512]
-  float* lse_partial;  // [slots, rows]
+  uint16_t* o_partial;     // [slots, rows, 512] fp16 bits, scaled per 64 columns (kernels/common/partial_rows.cuh)
+  float* o_partial_scale;  // [slots, rows, 8]: each block's decode scale, a power of two
+  float* lse_partial;      // [slots, rows]
   unsigned* error_word;
 };
 

@@ -22,6 +22,7 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/partial_rows.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/sm80/decode/config.h"
 #include "kernels/sm80/decode/fp8_fragments.cuh"
@@ -486,51 +487,98 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     const unsigned errors = bad_request | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
     if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
     const bool poison = errors != 0;
+    if (!write_final) {
+      // Partial rows (partial_rows.h): fp16, one scale per 64-column block, whose columns the quad holds (8 j of 8
+      // columns; in the quantized order, 16 consecutive dims a lane). Every store instruction writes whole 32-byte
+      // sectors: lanes c and c ^ 1 swap halves (exchange_halves), or words as the sm90 wide kernel's output stores
+      // do. Every lane takes part in the shuffles; only the stores test the row.
+      static_assert(Cfg::kPvCols % kPartialBlockCols == 0, "a warp's columns are whole scale blocks");
+      const bool odd = c & 1;
 #pragma unroll
-    for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
+      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
-        const int row = m_tile * Cfg::M + local_row;
-        if (row >= p.rows) continue;
-        const float l = sm.row_sum[cur][local_row];
-        const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
-        const auto [qi, head] = query_row(p, row);
-        if (write_final && kQuantized) {
-          // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
-          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+        for (int h = 0; h < 2; ++h) {
+          const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
+          const int row = m_tile * Cfg::M + local_row;
+          const bool in_tile = row < p.rows;
+          const float l = sm.row_sum[cur][local_row];
+          const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+          const size_t prow = partial_row_index(partial_slot, p.rows, row);
+          uint16_t* out = p.o_partial + prow * kHeadDimV;
 #pragma unroll
-          for (int blk = 0; blk < Cfg::kPvCols / 64; ++blk) {
-            uint32_t w[8];
+          for (int blk = 0; blk < Cfg::kPvCols / kPartialBlockCols; ++blk) {
+            float amax = 0.f;
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
+            for (int j = 8 * blk; j < 8 * blk + 8; ++j)
+              amax = fmaxf(amax, fmaxf(fabsf(o[i][j][2 * h]), fabsf(o[i][j][2 * h + 1])));
+            amax = quad_max(amax);
+            const PartialBlockScale scale = partial_block_scale(amax * inv);
+            const float f = inv * scale.encode;
+            if constexpr (kQuantized) {
+              uint32_t w[8];
 #pragma unroll
-              for (int jj = 0; jj < 8; jj += 2)
-                w[4 * e + jj / 2] =
-                    pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
-            uint4* dst = reinterpret_cast<uint4*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
-            dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-            dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+              for (int e = 0; e < 2; ++e)
+#pragma unroll
+                for (int jj = 0; jj < 8; jj += 2)
+                  w[4 * e + jj / 2] = pack2<__half>(o[i][blk * 8 + jj][2 * h + e] * f,
+                                                    o[i][blk * 8 + jj + 1][2 * h + e] * f);
+              const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
+              const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
+              if (in_tile)
+                store_sector_pair_halves(
+                    reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, got,
+                    odd);
+            } else {
+              uint16_t* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
+#pragma unroll
+              for (int j = 8 * blk; j < 8 * blk + 8; j += 2) {
+                const uint32_t w0 = pack2<__half>(o[i][j][2 * h] * f, o[i][j][2 * h + 1] * f);
+                const uint32_t w1 = pack2<__half>(o[i][j + 1][2 * h] * f, o[i][j + 1][2 * h + 1] * f);
+                const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
+                if (in_tile)
+                  *reinterpret_cast<uint2*>(lane_out + j * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
+              }
+            }
+            if (in_tile && c == 0)
+              p.o_partial_scale[prow * kPartialBlocks + pv_n * (Cfg::kPvCols / kPartialBlockCols) + blk] =
+                  scale.decode;
           }
-        } else if (write_final) {
-          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+        }
+      }
+    } else {  // the request's output, in the query type
 #pragma unroll
-          for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
-            const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
-            *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
-          }
-        } else if (kQuantized) {
-          float* out = p.o_partial + (static_cast<size_t>(partial_slot) * p.rows + row) * kHeadDimV;
+      for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
-          for (int j = 0; j < Cfg::kPvCols / 8; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
+          const int row = m_tile * Cfg::M + local_row;
+          if (row >= p.rows) continue;
+          const float l = sm.row_sum[cur][local_row];
+          const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+          const auto [qi, head] = query_row(p, row);
+          if constexpr (kQuantized) {
+            // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
+            T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
 #pragma unroll
-            for (int e = 0; e < 2; ++e) out[quantized_output_dim<Cfg>(pv_n, c, j, e)] = o[i][j][2 * h + e] * inv;
-        } else {
-          float* out = p.o_partial + (static_cast<size_t>(partial_slot) * p.rows + row) * kHeadDimV;
+            for (int blk = 0; blk < Cfg::kPvCols / 64; ++blk) {
+              uint32_t w[8];
 #pragma unroll
-          for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
-            const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
-            *reinterpret_cast<float2*>(out + col) = make_float2(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+              for (int e = 0; e < 2; ++e)
+#pragma unroll
+                for (int jj = 0; jj < 8; jj += 2)
+                  w[4 * e + jj / 2] =
+                      pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
+              uint4* dst = reinterpret_cast<uint4*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
+              dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+              dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+            }
+          } else {
+            T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+#pragma unroll
+            for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
+              const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
+              *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+            }
           }
         }
       }
@@ -544,7 +592,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           const auto [qi, head] = query_row(p, row);
           p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
-          p.lse_partial[static_cast<size_t>(partial_slot) * p.rows + row] = lse;
+          p.lse_partial[partial_row_index(partial_slot, p.rows, row)] = lse;
         }
       }
     }

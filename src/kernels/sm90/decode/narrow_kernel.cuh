@@ -39,6 +39,7 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/partial_rows.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/common/fp16_query.cuh"
 #include "kernels/common/fp8_registers.cuh"
@@ -632,26 +633,36 @@ __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const S
       }
     }
     named_barrier_sync(kBarWarpgroup0, 128);
-    const int chunk_floats = seg.write_final ? 8 : 4;  // one 16-B store: 8 dims of out, or 4 of the partial
-    const int chunks = kHeadDimV / chunk_floats;  // per row
+    constexpr int kChunks = kHeadDimV / 8;  // per row: one 16-B store of 8 dims (out, or the fp16 partial)
 #pragma unroll 4
-    for (int k = t; k < kNarrowStageRows * chunks; k += 128) {
-      const int r = k / chunks, ch = k % chunks;
+    for (int k = t; k < kNarrowStageRows * kChunks; k += 128) {
+      // A warp's 32 chunks lie in one row, so the row test and the shuffles below are warp-uniform.
+      const int r = k / kChunks, ch = k % kChunks;
       const int row = m_tile * kRows + kNarrowStageRows * pass + r;
       if (row >= p.rows) continue;
-      const uint32_t at = stage + (r * kNarrowStageStride + ch * chunk_floats) * 4;
+      const uint32_t at = stage + (r * kNarrowStageStride + ch * 8) * 4;
       const uint4 a = lds128(at);
+      const uint4 b = lds128(at + 16);
+      float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z), __uint_as_float(a.w),
+                    __uint_as_float(b.x), __uint_as_float(b.y), __uint_as_float(b.z), __uint_as_float(b.w)};
       if (seg.write_final) {
-        const uint4 b = lds128(at + 16);
         const auto [qi, head] = query_row(p, row);
-        *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) =
-            make_uint4(pack2<T>(__uint_as_float(a.x), __uint_as_float(a.y)),
-                       pack2<T>(__uint_as_float(a.z), __uint_as_float(a.w)),
-                       pack2<T>(__uint_as_float(b.x), __uint_as_float(b.y)),
-                       pack2<T>(__uint_as_float(b.z), __uint_as_float(b.w)));
-      } else {
-        *reinterpret_cast<uint4*>(p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV +
-                                  ch * 4) = a;
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) = make_uint4(
+            pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
+      } else {  // a partial row (partial_rows.h): the 8 lanes of a 64-column block share its scale
+        float amax = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+        for (int x = 1; x < 8; x *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
+        const PartialBlockScale scale = partial_block_scale(amax);
+        const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
+        *reinterpret_cast<uint4*>(p.o_partial + prow * kHeadDimV + ch * 8) =
+            make_uint4(pack2<__half>(v[0] * scale.encode, v[1] * scale.encode),
+                       pack2<__half>(v[2] * scale.encode, v[3] * scale.encode),
+                       pack2<__half>(v[4] * scale.encode, v[5] * scale.encode),
+                       pack2<__half>(v[6] * scale.encode, v[7] * scale.encode));
+        if (ch % 8 == 0) p.o_partial_scale[prow * kPartialBlocks + ch / 8] = scale.decode;
       }
     }
   }
@@ -1091,30 +1102,56 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
       for (int i = 0; i < kN; ++i) inv[i] = row_factor(i);
       write_rows_staged<T, kRows>(p, seg, req, m_tile, sm, ln, t, o, inv);
     }
+    if (kKind != kKv16Bit && !seg.write_final) {
+      // Partial rows (partial_rows.h). The lanes of one c share a row; the four with g = 4j .. 4j + 3 hold a
+      // 64-column block (its scale), and lanes g, g ^ 1 adjacent 32-byte sectors (store_sector_pair). Every lane
+      // takes part in every row's shuffles and only the stores test the row (shuffles among the lanes of a row
+      // that passed the test spilled ~100 B in the 32-row kernels).
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        const int row = m_tile * kRows + row_of(i, ln.c);
+        const bool in_tile = row < p.rows;
+        const float inv = row_factor(i);
+        float amax = 0.f;
+#pragma unroll
+        for (int b = 0; b < 8; ++b) amax = fmaxf(amax, fmaxf(fabsf(o[b][score_of(i)]), fabsf(o[b][score_of(i) + 2])));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+        const PartialBlockScale scale = partial_block_scale(amax * inv);
+        const float fs = inv * scale.encode;
+        uint32_t w[8];
+#pragma unroll
+        for (int b = 0; b < 8; ++b) w[b] = pack2<__half>(o[b][score_of(i)] * fs, o[b][score_of(i) + 2] * fs);
+        const bool odd = ln.g & 1;
+        const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
+        const uint4 got = exchange_halves(lo, hi, odd, 4, 0xffffffffu);
+        if (in_tile) {
+          const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
+          store_sector_pair_halves(reinterpret_cast<uint8_t*>(p.o_partial + prow * kHeadDimV + dim0), lo, hi, got,
+                                   odd);
+          if (ln.g % 4 == 0) p.o_partial_scale[prow * kPartialBlocks + dim0 / kPartialBlockCols] = scale.decode;
+        }
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       const int row = m_tile * kRows + row_of(i, ln.c);
       if (row >= p.rows) continue;
       const auto [qi, head] = query_row(p, row);
       if constexpr (kKind != kKv16Bit) {
-        const float inv = row_factor(i);
-        float v[16];
-#pragma unroll
-        for (int b = 0; b < 8; ++b) {
-          v[2 * b] = o[b][score_of(i)] * inv;
-          v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
-        }
         if (seg.write_final) {
+          const float inv = row_factor(i);
+          float v[16];
+#pragma unroll
+          for (int b = 0; b < 8; ++b) {
+            v[2 * b] = o[b][score_of(i)] * inv;
+            v[2 * b + 1] = o[b][score_of(i) + 2] * inv;
+          }
           T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + dim0;
           uint4* dst = reinterpret_cast<uint4*>(out);
           dst[0] = make_uint4(pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
           dst[1] = make_uint4(pack2<T>(v[8], v[9]), pack2<T>(v[10], v[11]), pack2<T>(v[12], v[13]),
                               pack2<T>(v[14], v[15]));
-        } else {
-          float4* dst = reinterpret_cast<float4*>(
-              p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + dim0);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) dst[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
         }
       }
       if (ln.warp == 0 && ln.g == 0) {
@@ -1122,7 +1159,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
         if (seg.write_final) {
           p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {
-          p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+          p.lse_partial[partial_row_index(seg.partial_slot, p.rows, row)] = lse;
         }
       }
     }

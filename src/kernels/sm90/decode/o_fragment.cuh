@@ -7,6 +7,7 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/partial_rows.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/decode/config.h"
@@ -41,6 +42,20 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
                                                    float lse_term1, float o_scale, float (&row_sum)[2][64],
                                                    bool bad_page, AfterReduce&& after_reduce) {
   constexpr int kHalfCols = 256;
+  // A split segment's rows (partial_rows.h): the largest magnitude of each 64-column block (8 n8, held by the
+  // quad), taken here, before the row sums' barrier (taken after it, the FP8-math kernel spills).
+  float amax[2][4] = {};
+  if (!seg.write_final) {
+#pragma unroll
+    for (int n8 = 0; n8 < 32; ++n8)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        amax[h][n8 / 8] = fmaxf(amax[h][n8 / 8], fmaxf(fabsf(o[4 * n8 + 2 * h]), fabsf(o[4 * n8 + 2 * h + 1])));
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int blk = 0; blk < 4; ++blk) amax[h][blk] = quad_max(amax[h][blk]);
+  }
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
   if (c == 0) {
@@ -55,16 +70,15 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
-  if (seg.write_final) {
-    // The final output in the query type. Lanes c and c ^ 1 swap one word per pair of 8-column
-    // blocks, so that each stores 8 bytes and a quad one whole 32-byte sector per instruction (half
-    // the stores of 4-byte words, no partial sectors): even c takes columns 2c..2c+3 of the first
-    // block, odd c those of the second. Every lane shuffles; only rows inside the tile store. The lane's
-    // offsets are in `out` before the loop, so that each store is one predicated STG at a constant offset
-    // (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the compiler made each store a branch that
-    // recomputed the row's 64-bit offset: 30+ instructions per store, and the epilogue ran at
-    // instruction-fetch speed; 2026-12-01, docs/hopper-kernel.md).
-    const bool odd = c & 1;
+  // Lanes c and c ^ 1 swap one word per pair of 8-column blocks, so that each stores 8 bytes and a quad one whole
+  // 32-byte sector per instruction (half the stores of 4-byte words, and no partial sectors: fp16 partial rows
+  // stored 16 bytes of a sector per instruction ran 0.87-0.95x, partial_rows.h): even c takes columns 2c..2c+3 of the first block, odd c those of the second. Every lane
+  // shuffles; only rows inside the tile store. The lane's offsets are in the row's pointer before the loop, so that
+  // each store is one predicated STG at a constant offset (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the
+  // compiler made each store a branch that recomputed the row's 64-bit offset: 30+ instructions per store, and the
+  // epilogue ran at instruction-fetch speed; 2026-12-01, docs/hopper-kernel.md).
+  const bool odd = c & 1;
+  if (seg.write_final) {  // the request's output, in the query type
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));  // row math here, not hoisted
@@ -81,30 +95,42 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
         if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
       }
     }
-  }
-  // fp32 partials (8 bytes per lane: whole sectors already) and the LSE.
+  } else {  // a partial row (partial_rows.h): fp16, one scale per 64 columns (8 n8 blocks, held by the quad)
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int local_row = h ? row1 : row0;
-    const int row = opaque(m_tile * rows_per_tile + local_row);
-    if (row >= p.rows) continue;
-    const float l = h ? l1 : l0;
-    const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
-    const auto [qi, head] = query_row(p, row);
-    if (!seg.write_final) {
-      float* out =
-          p.o_partial + (static_cast<size_t>(seg.partial_slot) * p.rows + row) * kHeadDimV + me * kHalfCols;
+    for (int h = 0; h < 2; ++h) {
+      const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
+      const bool in_tile = row < p.rows;
+      const float l = h ? l1 : l0;
+      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
+      uint16_t* out = p.o_partial + prow * kHeadDimV + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
-      for (int n8 = 0; n8 < 32; ++n8)
-        *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
-            make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
+      for (int blk = 0; blk < kHalfCols / kPartialBlockCols; ++blk) {
+        const PartialBlockScale scale = partial_block_scale(amax[h][blk] * inv);
+        const float f = inv * scale.encode;
+#pragma unroll
+        for (int n8 = 8 * blk; n8 < 8 * blk + 8; n8 += 2) {
+          const uint32_t w0 = pack2<__half>(o[4 * n8 + 2 * h] * f, o[4 * n8 + 2 * h + 1] * f);
+          const uint32_t w1 = pack2<__half>(o[4 * n8 + 4 + 2 * h] * f, o[4 * n8 + 4 + 2 * h + 1] * f);
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
+          if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
+        }
+        if (in_tile && c == 0)
+          p.o_partial_scale[prow * kPartialBlocks + me * (kHalfCols / kPartialBlockCols) + blk] = scale.decode;
+      }
     }
-    if (me == 0 && c == 0) {
-      const float lse = poison ? NAN : row_lse(h ? lse_term1 : lse_term0, l);
+  }
+  if (me == 0 && c == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
+      if (row >= p.rows) continue;
+      const float lse = poison ? NAN : row_lse(h ? lse_term1 : lse_term0, h ? l1 : l0);
       if (seg.write_final) {
+        const auto [qi, head] = query_row(p, row);
         p.lse[lse_offset(p, req, qi, head)] = lse;
       } else {
-        p.lse_partial[static_cast<size_t>(seg.partial_slot) * p.rows + row] = lse;
+        p.lse_partial[partial_row_index(seg.partial_slot, p.rows, row)] = lse;
       }
     }
   }

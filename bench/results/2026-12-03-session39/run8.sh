@@ -1,6 +1,6 @@
 #!/bin/bash
-# NOT RUN: the session's device time was too short to start a machine for it (session 39). The binaries it names were built
-# from 5b7a1fb + experiment_partial_bulk_store_read_wait.diff (in the gitignored .carry/s39/ of this workspace).
+# Built in session 39, run in session 40 (2026-12-03, first device call). The binaries it names were built from
+# 5b7a1fb + experiment_partial_bulk_store_read_wait.diff (in the gitignored .carry/s39/ of this workspace).
 # Session 39 run 8: run 7's bulk-copied partial rows, each issuing lane waiting only for its copies' shared-memory reads
 # (cp.async.bulk.wait_group.read 0, as CUTLASS's and FlashMLA's TMA-store epilogues end), so the CTA can end while the
 # writes drain (psr), against 3c8931a's kernels; then the sm90 suite and memcheck / racecheck on the split test.
