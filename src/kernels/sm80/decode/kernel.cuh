@@ -513,15 +513,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
               amax = fmaxf(amax, fmaxf(fabsf(o[i][j][2 * h]), fabsf(o[i][j][2 * h + 1])));
             amax = quad_max(amax);
             const PartialBlockScale scale = partial_block_scale(amax * inv);
-            const float f = inv * scale.encode;
+            const float e = scale.encode;  // (o * inv) * e: inv * e overflows for a zero or tiny block
             if constexpr (kQuantized) {
               uint32_t w[8];
 #pragma unroll
-              for (int e = 0; e < 2; ++e)
+              for (int k = 0; k < 2; ++k)
 #pragma unroll
                 for (int jj = 0; jj < 8; jj += 2)
-                  w[4 * e + jj / 2] = pack2<__half>(o[i][blk * 8 + jj][2 * h + e] * f,
-                                                    o[i][blk * 8 + jj + 1][2 * h + e] * f);
+                  w[4 * k + jj / 2] = pack2<__half>(o[i][blk * 8 + jj][2 * h + k] * inv * e,
+                                                    o[i][blk * 8 + jj + 1][2 * h + k] * inv * e);
               const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
               const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
               if (in_tile)
@@ -532,8 +532,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
               uint16_t* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
               for (int j = 8 * blk; j < 8 * blk + 8; j += 2) {
-                const uint32_t w0 = pack2<__half>(o[i][j][2 * h] * f, o[i][j][2 * h + 1] * f);
-                const uint32_t w1 = pack2<__half>(o[i][j + 1][2 * h] * f, o[i][j + 1][2 * h + 1] * f);
+                const uint32_t w0 = pack2<__half>(o[i][j][2 * h] * inv * e, o[i][j][2 * h + 1] * inv * e);
+                const uint32_t w1 = pack2<__half>(o[i][j + 1][2 * h] * inv * e, o[i][j + 1][2 * h + 1] * inv * e);
                 const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
                 if (in_tile)
                   *reinterpret_cast<uint2*>(lane_out + j * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);

@@ -634,18 +634,23 @@ __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const S
     }
     named_barrier_sync(kBarWarpgroup0, 128);
     constexpr int kChunks = kHeadDimV / 8;  // per row: one 16-B store of 8 dims (out, or the fp16 partial)
-#pragma unroll 4
-    for (int k = t; k < kNarrowStageRows * kChunks; k += 128) {
-      // A warp's 32 chunks lie in one row, so the row test and the shuffles below are warp-uniform.
+    constexpr int kIters = kNarrowStageRows * kChunks / 128;
+    // Unrolled whole and without a branch around the row test, so that the iterations' loads, the partial
+    // rows' shuffles and the stores overlap (with `continue` per row, each iteration's shuffle chain ran in turn).
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      // A warp's 32 chunks lie in one row, so the row test is warp-uniform.
+      const int k = t + 128 * it;
       const int r = k / kChunks, ch = k % kChunks;
       const int row = m_tile * kRows + kNarrowStageRows * pass + r;
-      if (row >= p.rows) continue;
+      const bool in_tile = row < p.rows;
       const uint32_t at = stage + (r * kNarrowStageStride + ch * 8) * 4;
       const uint4 a = lds128(at);
       const uint4 b = lds128(at + 16);
       float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z), __uint_as_float(a.w),
                     __uint_as_float(b.x), __uint_as_float(b.y), __uint_as_float(b.z), __uint_as_float(b.w)};
       if (seg.write_final) {
+        if (!in_tile) continue;
         const auto [qi, head] = query_row(p, row);
         *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) = make_uint4(
             pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
@@ -656,6 +661,7 @@ __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const S
 #pragma unroll
         for (int x = 1; x < 8; x *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
         const PartialBlockScale scale = partial_block_scale(amax);
+        if (!in_tile) continue;
         const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
         *reinterpret_cast<uint4*>(p.o_partial + prow * kHeadDimV + ch * 8) =
             make_uint4(pack2<__half>(v[0] * scale.encode, v[1] * scale.encode),
@@ -1118,10 +1124,10 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
         const PartialBlockScale scale = partial_block_scale(amax * inv);
-        const float fs = inv * scale.encode;
+        const float e = scale.encode;  // (o * inv) * e: inv * e can overflow (ds_mla keeps O in units of 1 / h)
         uint32_t w[8];
 #pragma unroll
-        for (int b = 0; b < 8; ++b) w[b] = pack2<__half>(o[b][score_of(i)] * fs, o[b][score_of(i) + 2] * fs);
+        for (int b = 0; b < 8; ++b) w[b] = pack2<__half>(o[b][score_of(i)] * inv * e, o[b][score_of(i) + 2] * inv * e);
         const bool odd = ln.g & 1;
         const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
         const uint4 got = exchange_halves(lo, hi, odd, 4, 0xffffffffu);

@@ -106,12 +106,14 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
       uint16_t* out = p.o_partial + prow * kHeadDimV + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
       for (int blk = 0; blk < kHalfCols / kPartialBlockCols; ++blk) {
+        // (o * inv) * encode, not o * (inv * encode): inv * encode overflows where O is kept small (ds_mla's
+        // units of 1 / h) or a block is zero (encode 2^126); o * inv is the output value, which encode bounds.
         const PartialBlockScale scale = partial_block_scale(amax[h][blk] * inv);
-        const float f = inv * scale.encode;
+        const float e = scale.encode;
 #pragma unroll
         for (int n8 = 8 * blk; n8 < 8 * blk + 8; n8 += 2) {
-          const uint32_t w0 = pack2<__half>(o[4 * n8 + 2 * h] * f, o[4 * n8 + 2 * h + 1] * f);
-          const uint32_t w1 = pack2<__half>(o[4 * n8 + 4 + 2 * h] * f, o[4 * n8 + 4 + 2 * h + 1] * f);
+          const uint32_t w0 = pack2<__half>(o[4 * n8 + 2 * h] * inv * e, o[4 * n8 + 2 * h + 1] * inv * e);
+          const uint32_t w1 = pack2<__half>(o[4 * n8 + 4 + 2 * h] * inv * e, o[4 * n8 + 4 + 2 * h + 1] * inv * e);
           const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
           if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
         }
