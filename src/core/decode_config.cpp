@@ -167,7 +167,7 @@ DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int
   ws.error_word = static_cast<unsigned*>(take(sizeof(unsigned)));
   ws.parts = take(sizeof(kernels::SplitPart) * static_cast<size_t>(num_parts));
   ws.request_splits = take(sizeof(kernels::RequestSplit) * static_cast<size_t>(batch_size));
-  ws.o_partial = static_cast<uint16_t*>(take(sizeof(uint16_t) * slots * static_cast<size_t>(rows) * 512));
+  ws.o_partial = take(sizeof(float) * slots * static_cast<size_t>(rows) * 512);  // room for either format
   ws.o_partial_scale =
       static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * kernels::kPartialBlocks));
   ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));

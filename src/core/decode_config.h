@@ -138,8 +138,8 @@ struct DecodeWorkspace {
   unsigned* error_word = nullptr;   // 1 word, at offset 0 (see DecodePlan::device_error_word)
   void* parts = nullptr;            // SplitPart[num_parts]
   void* request_splits = nullptr;   // RequestSplit[batch]
-  uint16_t* o_partial = nullptr;    // [max_partials, rows, 512] fp16 (kernels/common/partial_rows.cuh)
-  float* o_partial_scale = nullptr; // [max_partials, rows, 8]
+  void* o_partial = nullptr;        // [max_partials, rows, 512] fp32, or fp16 (kernels/common/partial_rows.h)
+  float* o_partial_scale = nullptr; // [max_partials, rows, 8] (fp16 rows)
   float* lse_partial = nullptr;     // [max_partials, rows]
   size_t bytes = 0;
 };

@@ -265,7 +265,7 @@ TEST(DecodeConfig, WorkspaceCarvingMatchesItsSizeAndAligns) {
     previous = o;
   }
   const size_t slots = static_cast<size_t>(max_partials(128, 33));
-  EXPECT_GE(off(ws.o_partial_scale) - off(ws.o_partial), slots * 256 * 512 * sizeof(uint16_t));  // fp16 rows
+  EXPECT_GE(off(ws.o_partial_scale) - off(ws.o_partial), slots * 256 * 512 * sizeof(float));  // fp32 or fp16 rows
   EXPECT_GE(off(ws.lse_partial) - off(ws.o_partial_scale), slots * 256 * kernels::kPartialBlocks * sizeof(float));
   EXPECT_LE(off(ws.lse_partial) + slots * 256 * sizeof(float), ws.bytes);
   EXPECT_EQ(ws.bytes % 256, 0u);

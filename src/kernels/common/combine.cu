@@ -3,8 +3,9 @@
 // Empty partials (lse_i = -inf, every key masked) weigh 0; all empty -> out 0, lse -inf.
 // A NaN partial (a guarded bad input) makes the row NaN: fmaxf would silently drop it.
 //
-// The partial rows are fp16 with a scale per 64 columns (partial_rows.h); the combine reads them in column
-// groups of 4 (one 8-byte load, a float4 once decoded) and accumulates in fp32.
+// The partial rows are fp16 with a scale per 64 columns, or fp32 (partial_rows.h; p.fp16_partials, as the decode
+// kernel wrote them); the combine reads them in column groups of 4 (one 8-byte load and its block's scale, or one
+// 16-byte load) and accumulates in fp32.
 //
 // Work decomposition. A CTA owns a tile of kF column groups of one request's output (kF < 128: a
 // column chunk of one row; kF >= 128: kF / 128 whole rows) and spreads the request's splits over
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/decode_config.h"
 #include "kernels/common/combine_config.h"
@@ -89,7 +91,7 @@ __device__ __forceinline__ bool group_request(const DecodeParams& p, int g, bool
   return split.num_splits > 1;  // one split: written directly by the decode kernel
 }
 
-template <typename T, int kF>
+template <typename T, int kF, bool kFp16>
 __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, const RequestSplit& split, int tile) {
   using S = TileShape<kF>;
   constexpr int kLanes = S::kLanes, kVec = S::kVec, kUnroll = S::kUnroll, kTpr = S::kThreadsPerRow;
@@ -106,9 +108,10 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   const int n = split.num_splits;
   const size_t rows = static_cast<size_t>(p.rows);
   const size_t slot = static_cast<size_t>(split.partial_base) + lane;
-  // Column groups of 4 fp16 values (8 bytes), and their blocks' scales (partial_rows.h).
-  const uint2* o_ptr = reinterpret_cast<const uint2*>(p.o_partial) + (slot * rows + row) * 128 + col4;
-  const uint2* o_base = reinterpret_cast<const uint2*>(p.o_partial);
+  // Column groups: 4 fp16 values (8 bytes) with their block's scale (partial_rows.h), or 4 floats.
+  using Group = std::conditional_t<kFp16, uint2, float4>;
+  const Group* o_base = static_cast<const Group*>(p.o_partial);
+  const Group* o_ptr = o_base + (slot * rows + row) * 128 + col4;
   const float* l_ptr = p.lse_partial + slot * rows + row;
   const size_t o_step = static_cast<size_t>(kLanes) * rows * 128;  // column groups between a lane's splits
   const size_t l_step = static_cast<size_t>(kLanes) * rows;
@@ -123,18 +126,20 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   if (row_ok) {
     for (int i0 = lane; i0 < n; i0 += kUnroll * kLanes) {
       float l[kUnroll];
-      uint2 o[kUnroll][kVec];    // fp16 values, converted where they are used (3 registers a group, not 4)
-      float sc[kUnroll][kVec];   // their blocks' scales: 0 for a split past n
+      Group o[kUnroll][kVec];   // fp16 values are converted where they are used (3 registers a group, not 4)
+      float sc[kUnroll][kVec];  // fp16: their blocks' scales (0 for a split past n); fp32: unused
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const bool valid = i0 + j * kLanes < n;
         l[j] = valid ? l_ptr[j * l_step] : -INFINITY;
 #pragma unroll
         for (int v = 0; v < kVec; ++v) {
-          o[j][v] = valid ? __ldcg(o_ptr + j * o_step + v * kTpr) : make_uint2(0u, 0u);
-          // [slot, row, 8] scales beside [slot, row, 128] groups: a group's scale is at its index / 16.
-          const size_t group = static_cast<size_t>(o_ptr + j * o_step + v * kTpr - o_base);
-          sc[j][v] = valid ? __ldcg(p.o_partial_scale + group / (kPartialBlockCols / 4)) : 0.f;
+          o[j][v] = valid ? __ldcg(o_ptr + j * o_step + v * kTpr) : Group{};
+          if constexpr (kFp16) {
+            // [slot, row, 8] scales beside [slot, row, 128] groups: a group's scale is at its index / 16.
+            const size_t group = static_cast<size_t>(o_ptr + j * o_step + v * kTpr - o_base);
+            sc[j][v] = valid ? __ldcg(p.o_partial_scale + group / (kPartialBlockCols / 4)) : 0.f;
+          }
         }
       }
       float new_m = m;
@@ -153,7 +158,13 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
           const float w = __expf(l[j] - new_m);  // invalid / empty: exp(-inf) = 0
           sum += w;
 #pragma unroll
-          for (int v = 0; v < kVec; ++v) fma4(acc[v], w * sc[j][v], unpack_partial4(o[j][v]));
+          for (int v = 0; v < kVec; ++v) {
+            if constexpr (kFp16) {
+              fma4(acc[v], w * sc[j][v], unpack_partial4(o[j][v]));
+            } else {
+              fma4(acc[v], w, o[j][v]);
+            }
+          }
         }
         m = new_m;
       }
@@ -227,7 +238,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // request exits while the decode still runs (whole-request plans, large batches: the combine's wait
 // and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
-template <typename T, int kF>
+template <typename T, int kF, bool kFp16>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
     combine_kernel(DecodeParams p, int num_groups) {
   const bool by_part = num_groups < p.batch;
@@ -240,7 +251,7 @@ __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
       wait_for_preceding_grids();  // the partials come from the decode kernel
       waited = true;
     }
-    combine_tile<T, kF>(p, req, split, blockIdx.x);
+    combine_tile<T, kF, kFp16>(p, req, split, blockIdx.x);
   }
   if (!waited && blockIdx.x == 0 && blockIdx.y == 0) wait_for_preceding_grids();
 }
@@ -250,7 +261,9 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  return launch_kernel(combine_kernel<T, kF>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
+  return p.fp16_partials
+             ? launch_kernel(combine_kernel<T, kF, true>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups)
+             : launch_kernel(combine_kernel<T, kF, false>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
 }
 
 template <typename T>

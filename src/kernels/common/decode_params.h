@@ -46,9 +46,12 @@ struct DecodeParams {
   const SplitPart* parts;
   const RequestSplit* splits;
   int num_parts;
-  uint16_t* o_partial;     // [slots, rows, 512] fp16 bits, scaled per 64 columns (kernels/common/partial_rows.cuh)
-  float* o_partial_scale;  // [slots, rows, 8]: each block's decode scale, a power of two
+  // Partial rows (kernels/common/partial_rows.h): fp16 scaled per 64 columns, or fp32, as the decode kernel's
+  // config says (its launcher sets fp16_partials); the combine reads either.
+  void* o_partial;         // [slots, rows, 512]
+  float* o_partial_scale;  // [slots, rows, 8]: each block's decode scale, a power of two (fp16 rows only)
   float* lse_partial;      // [slots, rows]
+  bool fp16_partials;
   unsigned* error_word;
 };
 

@@ -29,14 +29,15 @@ cudaError_t prepare_portable_decode(detail::PortableTile tile, KVFormat format, 
 // Resident CTAs per SM of the portable kernel for this tile (occupancy calculator).
 cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat format, bool q_is_bf16, int* ctas);
 // The portable split-KV kernel for every tile / query dtype / cache format; grid = (m_tiles, num_parts).
-cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format,
+// Sets p.fp16_partials to the format of the partial rows the kernel writes (for the combine after it).
+cudaError_t launch_portable_decode(DecodeParams& p, detail::PortableTile tile, KVFormat format,
                                    bool q_is_bf16, bool programmatic, cudaStream_t stream);
 
 // The sm90a kernels (built when OPENMLA_HAS_SM90; every cache format), for the schedule that
 // detail::choose_sm90_schedule picked: prepare raises its dynamic shared-memory limit; launch encodes
-// the KV tensor maps and runs it.
+// the KV tensor maps and runs it, setting p.fp16_partials as launch_portable_decode does.
 cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::Sm90Schedule& schedule);
-cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
+cudaError_t launch_sm90_decode(DecodeParams& p, KVFormat format, bool q_is_bf16,
                                const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream);
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when asked.

@@ -492,7 +492,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       // columns; in the quantized order, 16 consecutive dims a lane). Every store instruction writes whole 32-byte
       // sectors: lanes c and c ^ 1 swap halves (exchange_halves), or words as the sm90 wide kernel's output stores
       // do. Every lane takes part in the shuffles; only the stores test the row.
-      static_assert(Cfg::kPvCols % kPartialBlockCols == 0, "a warp's columns are whole scale blocks");
+      static_assert(kPortableFp16Partials && Cfg::kPvCols % kPartialBlockCols == 0,
+                    "fp16 partial rows; a warp's columns are whole scale blocks");
       const bool odd = c & 1;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
@@ -504,7 +505,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           const float l = sm.row_sum[cur][local_row];
           const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
           const size_t prow = partial_row_index(partial_slot, p.rows, row);
-          uint16_t* out = p.o_partial + prow * kHeadDimV;
+          uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV;
 #pragma unroll
           for (int blk = 0; blk < Cfg::kPvCols / kPartialBlockCols; ++blk) {
             float amax = 0.f;

@@ -42,8 +42,9 @@ cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat form
   });
 }
 
-cudaError_t launch_portable_decode(const DecodeParams& p, detail::PortableTile tile, KVFormat format, bool q_is_bf16,
+cudaError_t launch_portable_decode(DecodeParams& p, detail::PortableTile tile, KVFormat format, bool q_is_bf16,
                                    bool programmatic, cudaStream_t stream) {
+  p.fp16_partials = portable::kPortableFp16Partials;
   return with_kernel(tile, format, q_is_bf16, [&](auto cfg, auto t, auto kind) {
     return portable::run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value>(p, programmatic, stream);
   });

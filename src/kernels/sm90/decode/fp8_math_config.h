@@ -70,6 +70,10 @@ struct alignas(1024) Fp8MathSharedStorage {
   uint64_t vt_empty[Fp8MathConfig::kVtStages][Fp8MathConfig::kConsumers];
 };
 
+// FP8 math's partial rows stay fp32: fp16 rows measured 0.984x at the FP8 issue's compute-bound shape (b=128,
+// s_q=2, h_q=128, 8K) for 1.06x at b = 1 (bench/results/2026-12-03-h200-half-partials.md).
+inline constexpr bool kFp8MathFp16Partials = false;
+
 inline constexpr size_t kFp8MathSmemBytes = sizeof(Fp8MathSharedStorage) + 1024;  // + alignment slack
 static_assert(kFp8MathSmemBytes <= 232448, "FP8-math kernel exceeds the sm_90 shared-memory limit per CTA");
 

@@ -250,13 +250,14 @@ cudaError_t prepare_sm90_decode(KVFormat format, bool q_is_bf16, const detail::S
   });
 }
 
-cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is_bf16,
+cudaError_t launch_sm90_decode(DecodeParams& p, KVFormat format, bool q_is_bf16,
                                const detail::Sm90Schedule& schedule, bool programmatic, cudaStream_t stream) {
   if (schedule.rows_per_cta == 0) return cudaErrorInvalidValue;
   alignas(64) sm90::TensorMaps maps;
   if (schedule.fp8_math) {
     if (format != KVFormat::kFP8E4M3) return cudaErrorInvalidValue;
     if (const cudaError_t e = sm90::encode_fp8_math_kv_map(p, &maps); e != cudaSuccess) return e;
+    p.fp16_partials = sm90::kFp8MathFp16Partials;
     return q_is_bf16 ? sm90::run_fp8_math_decode<__nv_bfloat16>(p, maps, programmatic, stream)
                      : sm90::run_fp8_math_decode<__half>(p, maps, programmatic, stream);
   }
@@ -268,12 +269,15 @@ cudaError_t launch_sm90_decode(const DecodeParams& p, KVFormat format, bool q_is
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
     if constexpr (kNarrowInstantiated<T, kKind>) {
-      if (schedule.narrow())
+      if (schedule.narrow()) {
+        p.fp16_partials = sm90::kNarrowFp16Partials<kKind>;
         return with_narrow_form<kKind>(schedule, [&](auto r, auto w) {
           return sm90::run_narrow_decode<T, kKind, decltype(r)::value, decltype(w)::value>(p, maps, programmatic,
                                                                                           stream);
         });
+      }
     }
+    p.fp16_partials = sm90::kWideFp16Partials;
     return sm90::run_wide_decode<T, kKind>(p, maps, schedule.seesaw, programmatic, stream);
   });
 }

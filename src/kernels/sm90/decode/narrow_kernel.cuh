@@ -610,7 +610,8 @@ __device__ __forceinline__ void rescale(float (&o)[8][kRows / 2], const float (&
 
 __device__ __forceinline__ void sts32(uint32_t addr, float v) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v)); }
 
-// O^T (times each row's `inv`) written as rows of out (the query's type) or of the fp32 partial. The
+// O^T (times each row's `inv`) written as rows of out (the query's type) or of the fp32 partial (the 16-bit form's
+// partial rows: kNarrowFp16Partials). The
 // fragments hold dims 64 b + 16 warp + g (+ 8) of a thread's rows, so they go through sm.o_stage, 16
 // rows at a time, and come back as 16-B chunks that a warp stores as consecutive runs of a row.
 template <typename T, int kRows>
@@ -633,42 +634,27 @@ __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const S
       }
     }
     named_barrier_sync(kBarWarpgroup0, 128);
-    constexpr int kChunks = kHeadDimV / 8;  // per row: one 16-B store of 8 dims (out, or the fp16 partial)
-    constexpr int kIters = kNarrowStageRows * kChunks / 128;
-    // Unrolled whole and without a branch around the row test, so that the iterations' loads, the partial
-    // rows' shuffles and the stores overlap (with `continue` per row, each iteration's shuffle chain ran in turn).
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      // A warp's 32 chunks lie in one row, so the row test is warp-uniform.
-      const int k = t + 128 * it;
-      const int r = k / kChunks, ch = k % kChunks;
+    static_assert(!kNarrowFp16Partials<kKv16Bit>, "the 16-bit form writes fp32 partial rows");
+    const int chunk_floats = seg.write_final ? 8 : 4;  // one 16-B store: 8 dims of out, or 4 of the partial
+    const int chunks = kHeadDimV / chunk_floats;  // per row
+#pragma unroll 4
+    for (int k = t; k < kNarrowStageRows * chunks; k += 128) {
+      const int r = k / chunks, ch = k % chunks;
       const int row = m_tile * kRows + kNarrowStageRows * pass + r;
-      const bool in_tile = row < p.rows;
-      const uint32_t at = stage + (r * kNarrowStageStride + ch * 8) * 4;
+      if (row >= p.rows) continue;
+      const uint32_t at = stage + (r * kNarrowStageStride + ch * chunk_floats) * 4;
       const uint4 a = lds128(at);
-      const uint4 b = lds128(at + 16);
-      float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z), __uint_as_float(a.w),
-                    __uint_as_float(b.x), __uint_as_float(b.y), __uint_as_float(b.z), __uint_as_float(b.w)};
       if (seg.write_final) {
-        if (!in_tile) continue;
+        const uint4 b = lds128(at + 16);
         const auto [qi, head] = query_row(p, row);
-        *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) = make_uint4(
-            pack2<T>(v[0], v[1]), pack2<T>(v[2], v[3]), pack2<T>(v[4], v[5]), pack2<T>(v[6], v[7]));
-      } else {  // a partial row (partial_rows.h): the 8 lanes of a 64-column block share its scale
-        float amax = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
-#pragma unroll
-        for (int x = 1; x < 8; x *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
-        const PartialBlockScale scale = partial_block_scale(amax);
-        if (!in_tile) continue;
-        const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
-        *reinterpret_cast<uint4*>(p.o_partial + prow * kHeadDimV + ch * 8) =
-            make_uint4(pack2<__half>(v[0] * scale.encode, v[1] * scale.encode),
-                       pack2<__half>(v[2] * scale.encode, v[3] * scale.encode),
-                       pack2<__half>(v[4] * scale.encode, v[5] * scale.encode),
-                       pack2<__half>(v[6] * scale.encode, v[7] * scale.encode));
-        if (ch % 8 == 0) p.o_partial_scale[prow * kPartialBlocks + ch / 8] = scale.decode;
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + out_offset(p, req, qi, head) + ch * 8) =
+            make_uint4(pack2<T>(__uint_as_float(a.x), __uint_as_float(a.y)),
+                       pack2<T>(__uint_as_float(a.z), __uint_as_float(a.w)),
+                       pack2<T>(__uint_as_float(b.x), __uint_as_float(b.y)),
+                       pack2<T>(__uint_as_float(b.z), __uint_as_float(b.w)));
+      } else {
+        *reinterpret_cast<uint4*>(static_cast<float*>(p.o_partial) +
+                                  partial_row_index(seg.partial_slot, p.rows, row) * kHeadDimV + ch * 4) = a;
       }
     }
   }
@@ -1108,6 +1094,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
       for (int i = 0; i < kN; ++i) inv[i] = row_factor(i);
       write_rows_staged<T, kRows>(p, seg, req, m_tile, sm, ln, t, o, inv);
     }
+    static_assert(kKind == kKv16Bit || kNarrowFp16Partials<kKind>, "FP8 caches: fp16 partial rows");
     if (kKind != kKv16Bit && !seg.write_final) {
       // Partial rows (partial_rows.h). The lanes of one c share a row; the four with g = 4j .. 4j + 3 hold a
       // 64-column block (its scale), and lanes g, g ^ 1 adjacent 32-byte sectors (store_sector_pair). Every lane
@@ -1133,7 +1120,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
         const uint4 got = exchange_halves(lo, hi, odd, 4, 0xffffffffu);
         if (in_tile) {
           const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
-          store_sector_pair_halves(reinterpret_cast<uint8_t*>(p.o_partial + prow * kHeadDimV + dim0), lo, hi, got,
+          store_sector_pair_halves(reinterpret_cast<uint8_t*>(static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV + dim0), lo, hi, got,
                                    odd);
           if (ln.g % 4 == 0) p.o_partial_scale[prow * kPartialBlocks + dim0 / kPartialBlockCols] = scale.decode;
         }

@@ -35,7 +35,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // out = o * p.out_scale / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
 // units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
 // after_reduce() runs once both consumers passed the row sums' barrier (their tile loops are done).
-template <typename T, int kBarrier, typename AfterReduce>
+template <typename T, int kBarrier, bool kFp16Partials, typename AfterReduce>
 __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const Segment& seg, int req, int m_tile,
                                                    int rows_per_tile, int me, int c, int tid, int row0, int row1,
                                                    const float (&o)[128], float l0, float l1, float lse_term0,
@@ -45,7 +45,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   // A split segment's rows (partial_rows.h): the largest magnitude of each 64-column block (8 n8, held by the
   // quad), taken here, before the row sums' barrier (taken after it, the FP8-math kernel spills).
   float amax[2][4] = {};
-  if (!seg.write_final) {
+  if (kFp16Partials && !seg.write_final) {
 #pragma unroll
     for (int n8 = 0; n8 < 32; ++n8)
 #pragma unroll
@@ -95,7 +95,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
         if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
       }
     }
-  } else {  // a partial row (partial_rows.h): fp16, one scale per 64 columns (8 n8 blocks, held by the quad)
+  } else if constexpr (kFp16Partials) {  // partial rows (partial_rows.h): fp16, a scale per 64 columns (the quad's)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
@@ -103,7 +103,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
       const float l = h ? l1 : l0;
       const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
       const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
-      uint16_t* out = p.o_partial + prow * kHeadDimV + me * kHalfCols + odd * 8 + 2 * (c & 2);
+      uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
       for (int blk = 0; blk < kHalfCols / kPartialBlockCols; ++blk) {
         // (o * inv) * encode, not o * (inv * encode): inv * encode overflows where O is kept small (ds_mla's
@@ -120,6 +120,20 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
         if (in_tile && c == 0)
           p.o_partial_scale[prow * kPartialBlocks + me * (kHalfCols / kPartialBlockCols) + blk] = scale.decode;
       }
+    }
+  } else {  // fp32 partial rows (8 bytes per lane: whole sectors already)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
+      if (row >= p.rows) continue;
+      const float l = h ? l1 : l0;
+      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      float* out = static_cast<float*>(p.o_partial) + partial_row_index(seg.partial_slot, p.rows, row) * kHeadDimV +
+                   me * kHalfCols;
+#pragma unroll
+      for (int n8 = 0; n8 < 32; ++n8)
+        *reinterpret_cast<float2*>(out + n8 * 8 + 2 * c) =
+            make_float2(o[4 * n8 + 2 * h] * inv, o[4 * n8 + 2 * h + 1] * inv);
     }
   }
   if (me == 0 && c == 0) {
