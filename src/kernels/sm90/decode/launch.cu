@@ -277,7 +277,7 @@ cudaError_t launch_sm90_decode(DecodeParams& p, KVFormat format, bool q_is_bf16,
         });
       }
     }
-    p.fp16_partials = sm90::kWideFp16Partials;
+    p.fp16_partials = sm90::kWideFp16Partials && p.rows >= sm90::kWideFp16PartialsMinRows;
     return sm90::run_wide_decode<T, kKind>(p, maps, schedule.seesaw, programmatic, stream);
   });
 }

@@ -35,6 +35,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // out = o * p.out_scale / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
 // units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
 // after_reduce() runs once both consumers passed the row sums' barrier (their tile loops are done).
+// kFp16Partials: the kernel has the fp16 form of the partial rows (p.fp16_partials picks it per call).
 template <typename T, int kBarrier, bool kFp16Partials, typename AfterReduce>
 __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const Segment& seg, int req, int m_tile,
                                                    int rows_per_tile, int me, int c, int tid, int row0, int row1,
@@ -45,7 +46,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   // A split segment's rows (partial_rows.h): the largest magnitude of each 64-column block (8 n8, held by the
   // quad), taken here, before the row sums' barrier (taken after it, the FP8-math kernel spills).
   float amax[2][4] = {};
-  if (kFp16Partials && !seg.write_final) {
+  if (kFp16Partials && p.fp16_partials && !seg.write_final) {
 #pragma unroll
     for (int n8 = 0; n8 < 32; ++n8)
 #pragma unroll
@@ -95,7 +96,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
         if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
       }
     }
-  } else if constexpr (kFp16Partials) {  // partial rows (partial_rows.h): fp16, a scale per 64 columns (the quad's)
+  } else if (kFp16Partials && p.fp16_partials) {  // partial rows (partial_rows.h): fp16, a scale per 64 columns
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
