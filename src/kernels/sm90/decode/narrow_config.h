@@ -117,8 +117,10 @@ struct NarrowScaleTable {
 // The 16-bit form's epilogue stages O (16 rows x 512 dims, fp32) in shared memory to write whole rows:
 // its O^T fragments hold dims 64 b + 16 w + g (+ 8), not a run of dims per thread. Rows padded by 4
 // floats, so that the four query rows a warp's store writes fall in different banks.
-// The narrow kernel's partial rows: fp16 on FP8 caches (1.03-1.08x at b = 1-16), fp32 on 16-bit caches, where
-// fp16 rows measured 0.94-0.97x at b = 1-16, h_q = 16 (bench/results/2026-12-03-h200-half-partials.md).
+// The narrow kernel's partial rows: fp16 on FP8 caches (1.03-1.08x at b = 1-16: its fp32 rows were 16-byte stores
+// of half a sector each), fp32 on 16-bit caches, whose staged stores write whole sectors already and which run from
+// 64 requests, where few are split: fp16 measured 1.002x and 1.012x there (b = 64 and 128, h_q = 16; run 4 of
+// bench/results/2026-12-03-h200-half-partials.md).
 template <int kKind>
 inline constexpr bool kNarrowFp16Partials = kKind != kKv16Bit;
 
