@@ -125,6 +125,14 @@ void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}
   expect_data_matches_reference(make_decode_data(c), opt);
 }
 
+// The automatic plan, then 7 parts (long segments, and partial rows for the requests that split).
+void expect_matches_reference_planned_and_split(const DecodeCase& c) {
+  expect_matches_reference(c);
+  DecodeOptions few;
+  few.num_parts = 7;
+  expect_matches_reference(c, few);
+}
+
 std::vector<int> random_lengths(int b, int max_len, uint64_t seed, bool allow_zero) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> dist(allow_zero ? 0 : 1, max_len);
@@ -367,10 +375,7 @@ TEST(Decode, ScoresJumpAcrossTiles) {
         c.batch_size = static_cast<int>(c.seqlens.size());
         c.seed = fresh_seed();
         SCOPED_TRACE(c.describe());
-        expect_matches_reference(c);
-        DecodeOptions few;
-        few.num_parts = 7;
-        expect_matches_reference(c, few);
+        expect_matches_reference_planned_and_split(c);
       }
     }
   }
@@ -380,8 +385,9 @@ TEST(Decode, SplitRowsFarOutsideFp16Range) {
   // A split request's partial rows are fp16 with a power-of-two scale per 64 columns
   // (kernels/common/partial_rows.h). Cache values 2^40 and 2^-40 times N(0, 1) (the softmax scale
   // compensates, so the weights stay as usual) put every output value far above fp16's 65504 or deep in
-  // its subnormals, through every kernel's partial rows and the combine: each format, 16 rows (the narrow
-  // kernels) and 128 (the seesaw, the wide FP8 kernel), long segments (7 parts) and the automatic split.
+  // its subnormals, through every fp16 writer and the combine: 16 rows (the narrow FP8 kernel; 16-bit caches
+  // there keep fp32 rows), 128 (the seesaw, the wide FP8 kernel), the portable kernel under its backend, long
+  // segments (7 parts) and the automatic split.
   for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
     for (int log2_scale : {40, -40}) {
       for (int q_len : {1, 2}) {
@@ -399,10 +405,7 @@ TEST(Decode, SplitRowsFarOutsideFp16Range) {
         c.batch_size = static_cast<int>(c.seqlens.size());
         c.seed = fresh_seed();
         SCOPED_TRACE(c.describe());
-        expect_matches_reference(c);
-        DecodeOptions few;
-        few.num_parts = 7;
-        expect_matches_reference(c, few);
+        expect_matches_reference_planned_and_split(c);
       }
     }
   }
