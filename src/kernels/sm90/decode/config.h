@@ -92,7 +92,7 @@ struct alignas(1024) WideSharedStorage {
   uint64_t rope_empty[WideConfig::kStages];
 };
 // The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 from 33 query rows (1.03-1.07x at b = 1-16
-// with 64-128 rows, 1.05-1.08x on FP8 caches), fp32 up to 32, where fp16 rows measured 0.95-0.96x at b = 1-16,
+// with 64-128 rows, 1.05-1.06x on FP8 caches), fp32 up to 32, where fp16 rows measured 0.94-0.97x at b = 1-16,
 // h_q = 16 (bench/results/2026-12-03-h200-half-partials.md). The kernel has both forms; the launcher picks.
 inline constexpr bool kWideFp16Partials = true;
 inline constexpr int kWideFp16PartialsMinRows = 33;
