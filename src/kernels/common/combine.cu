@@ -261,9 +261,8 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  return p.fp16_partials
-             ? launch_kernel(combine_kernel<T, kF, true>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups)
-             : launch_kernel(combine_kernel<T, kF, false>, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
+  auto* kernel = p.fp16_partials ? combine_kernel<T, kF, true> : combine_kernel<T, kF, false>;
+  return launch_kernel(kernel, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
 }
 
 template <typename T>

@@ -611,9 +611,9 @@ __device__ __forceinline__ void rescale(float (&o)[8][kRows / 2], const float (&
 __device__ __forceinline__ void sts32(uint32_t addr, float v) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v)); }
 
 // O^T (times each row's `inv`) written as rows of out (the query's type) or of the fp32 partial (the 16-bit form's
-// partial rows: kNarrowFp16Partials). The
-// fragments hold dims 64 b + 16 warp + g (+ 8) of a thread's rows, so they go through sm.o_stage, 16
-// rows at a time, and come back as 16-B chunks that a warp stores as consecutive runs of a row.
+// partial rows: kNarrowFp16Partials). The fragments hold dims 64 b + 16 warp + g (+ 8) of a thread's rows, so they
+// go through sm.o_stage, 16 rows at a time, and come back as 16-B chunks that a warp stores as consecutive runs of a
+// row.
 template <typename T, int kRows>
 __device__ __forceinline__ void write_rows_staged(const DecodeParams& p, const Segment& seg, int req, int m_tile,
                                                   NarrowSharedStorage<kKv16Bit, kRows>& sm, const Lane& ln, int t,
@@ -1097,7 +1097,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
     static_assert(kKind == kKv16Bit || kNarrowFp16Partials<kKind>, "FP8 caches: fp16 partial rows");
     if (kKind != kKv16Bit && !seg.write_final) {
       // Partial rows (partial_rows.h). The lanes of one c share a row; the four with g = 4j .. 4j + 3 hold a
-      // 64-column block (its scale), and lanes g, g ^ 1 adjacent 32-byte sectors (store_sector_pair). Every lane
+      // 64-column block (its scale), and lanes g, g ^ 1 adjacent 32-byte sectors (exchange_halves). Every lane
       // takes part in every row's shuffles and only the stores test the row (shuffles among the lanes of a row
       // that passed the test spilled ~100 B in the 32-row kernels).
 #pragma unroll
@@ -1107,21 +1107,23 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
         const float inv = row_factor(i);
         float amax = 0.f;
 #pragma unroll
-        for (int b = 0; b < 8; ++b) amax = fmaxf(amax, fmaxf(fabsf(o[b][score_of(i)]), fabsf(o[b][score_of(i) + 2])));
+        for (int b = 0; b < 8; ++b)
+          amax = fmaxf(amax, fmaxf(fabsf(o[b][score_of(i)]), fabsf(o[b][score_of(i) + 2])));
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
         const PartialBlockScale scale = partial_block_scale(amax * inv);
         const float e = scale.encode;  // (o * inv) * e: inv * e can overflow (ds_mla keeps O in units of 1 / h)
         uint32_t w[8];
 #pragma unroll
-        for (int b = 0; b < 8; ++b) w[b] = pack2<__half>(o[b][score_of(i)] * inv * e, o[b][score_of(i) + 2] * inv * e);
+        for (int b = 0; b < 8; ++b)
+          w[b] = pack2<__half>(o[b][score_of(i)] * inv * e, o[b][score_of(i) + 2] * inv * e);
         const bool odd = ln.g & 1;
         const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
         const uint4 got = exchange_halves(lo, hi, odd, 4, 0xffffffffu);
         if (in_tile) {
           const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
-          store_sector_pair_halves(reinterpret_cast<uint8_t*>(static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV + dim0), lo, hi, got,
-                                   odd);
+          uint16_t* mine = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV + dim0;
+          store_sector_pair_halves(reinterpret_cast<uint8_t*>(mine), lo, hi, got, odd);
           if (ln.g % 4 == 0) p.o_partial_scale[prow * kPartialBlocks + dim0 / kPartialBlockCols] = scale.decode;
         }
       }

@@ -72,12 +72,13 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
   // Lanes c and c ^ 1 swap one word per pair of 8-column blocks, so that each stores 8 bytes and a quad one whole
-  // 32-byte sector per instruction (half the stores of 4-byte words, and no partial sectors: fp16 partial rows
-  // stored 16 bytes of a sector per instruction ran 0.87-0.95x, partial_rows.h): even c takes columns 2c..2c+3 of the first block, odd c those of the second. Every lane
-  // shuffles; only rows inside the tile store. The lane's offsets are in the row's pointer before the loop, so that
-  // each store is one predicated STG at a constant offset (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the
-  // compiler made each store a branch that recomputed the row's 64-bit offset: 30+ instructions per store, and the
-  // epilogue ran at instruction-fetch speed; 2026-12-01, docs/hopper-kernel.md).
+  // 32-byte sector per instruction: half the stores of 4-byte words, and no partial sectors (fp16 partial rows
+  // stored 16 bytes of a sector per instruction ran 0.87-0.95x, partial_rows.h). Even c takes columns 2c..2c+3 of
+  // the first block, odd c those of the second. Every lane shuffles; only rows inside the tile store. The lane's
+  // offsets are in the row's pointer before the loop, so that each store is one predicated STG at a constant offset
+  // (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the compiler made each store a branch that recomputed the
+  // row's 64-bit offset: 30+ instructions per store, and the epilogue ran at instruction-fetch speed; 2026-12-01,
+  // docs/hopper-kernel.md).
   const bool odd = c & 1;
   if (seg.write_final) {  // the request's output, in the query type
 #pragma unroll
