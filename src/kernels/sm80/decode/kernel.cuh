@@ -22,7 +22,8 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
-#include "kernels/common/partial_rows.cuh"
+#include "kernels/common/partial_rows.h"
+#include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/sm80/decode/config.h"
 #include "kernels/sm80/decode/fp8_fragments.cuh"
@@ -490,8 +491,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     if (!write_final) {
       // Partial rows (partial_rows.h): fp16, one scale per 64-column block, whose columns the quad holds (8 j of 8
       // columns; in the quantized order, 16 consecutive dims a lane). Every store instruction writes whole 32-byte
-      // sectors: lanes c and c ^ 1 swap halves (exchange_halves), or words as the sm90 wide kernel's output stores
-      // do. Every lane takes part in the shuffles; only the stores test the row.
+      // sectors (sector_stores.cuh): lanes c and c ^ 1 swap halves (exchange_halves) or words (store_swapped_words).
+      // Every lane takes part in the shuffles; only the stores test the row.
       static_assert(kPortableFp16Partials && Cfg::kPvCols % kPartialBlockCols == 0,
                     "fp16 partial rows; a warp's columns are whole scale blocks");
       const bool odd = c & 1;
@@ -535,9 +536,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
               for (int j = 8 * blk; j < 8 * blk + 8; j += 2) {
                 const uint32_t w0 = pack2<__half>(o[i][j][2 * h] * inv * e, o[i][j][2 * h + 1] * inv * e);
                 const uint32_t w1 = pack2<__half>(o[i][j + 1][2 * h] * inv * e, o[i][j + 1][2 * h + 1] * inv * e);
-                const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
-                if (in_tile)
-                  *reinterpret_cast<uint2*>(lane_out + j * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
+                store_swapped_words(lane_out + j * 8, w0, w1, odd, in_tile);
               }
             }
             if (in_tile && c == 0)

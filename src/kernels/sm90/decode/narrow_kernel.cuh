@@ -39,7 +39,8 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
-#include "kernels/common/partial_rows.cuh"
+#include "kernels/common/partial_rows.h"
+#include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/common/fp16_query.cuh"
 #include "kernels/common/fp8_registers.cuh"

@@ -7,7 +7,8 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/mma_sm80.cuh"
-#include "kernels/common/partial_rows.cuh"
+#include "kernels/common/partial_rows.h"
+#include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/sm90/common/ptx.cuh"
 #include "kernels/sm90/decode/config.h"
@@ -71,14 +72,9 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
-  // Lanes c and c ^ 1 swap one word per pair of 8-column blocks, so that each stores 8 bytes and a quad one whole
-  // 32-byte sector per instruction: half the stores of 4-byte words, and no partial sectors (fp16 partial rows
-  // stored 16 bytes of a sector per instruction ran 0.87-0.95x, partial_rows.h). Even c takes columns 2c..2c+3 of
-  // the first block, odd c those of the second. Every lane shuffles; only rows inside the tile store. The lane's
-  // offsets are in the row's pointer before the loop, so that each store is one predicated STG at a constant offset
-  // (with `(n8 + odd) * 8 + 2 * (c & 2)` added per store, the compiler made each store a branch that recomputed the
-  // row's 64-bit offset: 30+ instructions per store, and the epilogue ran at instruction-fetch speed; 2026-12-01,
-  // docs/hopper-kernel.md).
+  // Rows go out as whole sectors (store_swapped_words): a lane's offsets are in the row's pointer before its loop.
+  // The output's loop spells the helper out: called there, it changed the FP8 wide kernels' register allocation
+  // (SASS, session 40), which no GPU run has timed; the 16-bit kernels' code was the same either way.
   const bool odd = c & 1;
   if (seg.write_final) {  // the request's output, in the query type
 #pragma unroll
@@ -116,8 +112,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
         for (int n8 = 8 * blk; n8 < 8 * blk + 8; n8 += 2) {
           const uint32_t w0 = pack2<__half>(o[4 * n8 + 2 * h] * inv * e, o[4 * n8 + 2 * h + 1] * inv * e);
           const uint32_t w1 = pack2<__half>(o[4 * n8 + 4 + 2 * h] * inv * e, o[4 * n8 + 4 + 2 * h + 1] * inv * e);
-          const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
-          if (in_tile) *reinterpret_cast<uint2*>(out + n8 * 8) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
+          store_swapped_words(out + n8 * 8, w0, w1, odd, in_tile);
         }
         if (in_tile && c == 0)
           p.o_partial_scale[prow * kPartialBlocks + me * (kHalfCols / kPartialBlockCols) + blk] = scale.decode;
