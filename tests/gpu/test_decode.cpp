@@ -385,9 +385,9 @@ TEST(Decode, SplitRowsFarOutsideFp16Range) {
   // A split request's partial rows are fp16 with a power-of-two scale per 64 columns
   // (kernels/common/partial_rows.h). Cache values 2^40 and 2^-40 times N(0, 1) (the softmax scale
   // compensates, so the weights stay as usual) put every output value far above fp16's 65504 or deep in
-  // its subnormals, through every fp16 writer and the combine: 16 rows (the narrow FP8 kernel; 16-bit caches
-  // there keep fp32 rows), 128 (the seesaw, the wide FP8 kernel), the portable kernel under its backend, long
-  // segments (7 parts) and the automatic split.
+  // its subnormals, through every fp16 writer and the combine: 16 rows (the narrow FP8 kernel, the wide kernel
+  // on 16-bit caches), 128 (the seesaw, the wide FP8 kernel), the narrow kernel on 16-bit caches (forced), the
+  // portable kernel under its backend, long segments (7 parts) and the automatic split.
   for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
     for (int log2_scale : {40, -40}) {
       for (int q_len : {1, 2}) {
@@ -407,6 +407,25 @@ TEST(Decode, SplitRowsFarOutsideFp16Range) {
         SCOPED_TRACE(c.describe());
         expect_matches_reference_planned_and_split(c);
       }
+    }
+  }
+  // The narrow kernel on 16-bit caches (from 64 requests when automatic): 16 and 32 rows, forced.
+  for (int log2_scale : {40, -40}) {
+    for (int rows_per_cta : {16, 32}) {
+      DecodeCase c;
+      c.q_len = rows_per_cta / 16;
+      c.num_heads = 16;
+      c.kv_log2_scale = log2_scale;
+      c.softmax_scale = std::ldexp(1.0f / 24.0f, -log2_scale);
+      c.seqlens = {2, 63, 65, 300, 1000, 2000};
+      c.batch_size = static_cast<int>(c.seqlens.size());
+      c.seed = fresh_seed();
+      DecodeOptions opt;
+      opt.sm90_rows_per_cta = rows_per_cta;
+      SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(rows_per_cta));
+      expect_matches_reference(c, opt);
+      opt.num_parts = 7;
+      expect_matches_reference(c, opt);
     }
   }
 }

@@ -545,20 +545,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           }
         }
       }
-    } else {  // the request's output, in the query type
+    } else {  // the request's output, in the query type: whole sectors per store instruction, as the partial rows
+      const bool odd = c & 1;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          if (row >= p.rows) continue;
+          const bool in_tile = row < p.rows;
           const float l = sm.row_sum[cur][local_row];
           const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
-          const auto [qi, head] = query_row(p, row);
+          const auto [qi, head] = query_row(p, in_tile ? row : 0);  // every lane shuffles; only the stores test the row
+          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
           if constexpr (kQuantized) {
-            // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim): two 16-B stores.
-            T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+            // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim), lanes c and c ^ 1 adjacent.
 #pragma unroll
             for (int blk = 0; blk < Cfg::kPvCols / 64; ++blk) {
               uint32_t w[8];
@@ -568,16 +569,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
                 for (int jj = 0; jj < 8; jj += 2)
                   w[4 * e + jj / 2] =
                       pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
-              uint4* dst = reinterpret_cast<uint4*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
-              dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-              dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+              const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
+              const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
+              if (in_tile)
+                store_sector_pair_halves(
+                    reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, got,
+                    odd);
             }
           } else {
-            T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+            T* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
-            for (int j = 0; j < Cfg::kPvCols / 8; ++j) {
-              const int col = pv_n * Cfg::kPvCols + j * 8 + 2 * c;
-              *reinterpret_cast<uint32_t*>(out + col) = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+            for (int j = 0; j < Cfg::kPvCols / 8; j += 2) {
+              const uint32_t w0 = pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
+              const uint32_t w1 = pack2<T>(o[i][j + 1][2 * h] * inv, o[i][j + 1][2 * h + 1] * inv);
+              store_swapped_words(lane_out + j * 8, w0, w1, odd, in_tile);
             }
           }
         }
