@@ -105,7 +105,8 @@ Sm90Schedule choose_sm90_schedule(KVFormat format, bool q_is_bf16, int rows, int
   switch (requested_rows) {
     case 0:
       if (kv_format_is_16bit(format)) {
-        if (rows <= 16 && batch_size >= kSm90Narrow16BitMinBatch) return kSm90Narrow16Bit16;
+        if (rows <= 16 && (batch_size >= kSm90Narrow16BitMinBatch || batch_size <= kSm90Narrow16BitMaxFewBatch))
+          return kSm90Narrow16Bit16;
         if (rows <= 32 && batch_size >= kSm90Narrow16Bit32MinBatch) return kSm90Narrow16Bit32;
         return wide;
       }

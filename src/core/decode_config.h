@@ -70,10 +70,14 @@ inline constexpr Sm90Schedule kSm90Narrow16Bit32{32, 1, 1, false, false};
 // which costs nothing cold but clock at the power cap, where serving runs:
 // - <= 16 rows from kSm90Narrow16BitMinBatch requests: cold 0.997-1.040x the wide kernel and 0.99-1.06x
 //   the portable one (b = 64-256, 1K-32K, varlen); at the cap 1.11-1.43x the wide and 1.05-1.35x the
-//   portable kernel. At b = 16 it is 0.88-1.005x the wide kernel cold, so the wide kernel stays below.
+//   portable kernel. At b = 16 it is 0.88-1.005x the wide kernel cold, so the wide kernel stays below,
+//   except for a single request or two (up to kSm90Narrow16BitMaxFewBatch), split over every SM: there it is
+//   1.007x (4K) and 1.044x (32K) at b = 1, 1.006x at b = 2, 16K, and 0.987-1.007x at b = 4-8
+//   (bench/results/2026-12-03-h200-session41.md, run 2).
 // - 17-32 rows from kSm90Narrow16Bit32MinBatch requests: cold 0.96-1.02x the wide kernel (0.963x with
 //   lengths around 4K, 0.968x at 1K), at the cap 1.08-1.32x; at b = 64 cold 0.82-0.99x.
 inline constexpr int kSm90Narrow16BitMinBatch = 64;
+inline constexpr int kSm90Narrow16BitMaxFewBatch = 2;
 inline constexpr int kSm90Narrow16Bit32MinBatch = 128;
 // FP8 math runs the seesaw at every row count: 1.00-1.05x the alternating form below 128 rows
 // (bench/results/2026-12-02-h200-fp8-math-one-copy.md, run 10), which it replaced.
@@ -97,7 +101,8 @@ inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 
 // The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: FP8 caches
 // narrow for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests;
-// 16-bit caches narrow for <= 16 rows from kSm90Narrow16BitMinBatch and <= 32 rows from
+// 16-bit caches narrow for <= 16 rows up to kSm90Narrow16BitMaxFewBatch and from kSm90Narrow16BitMinBatch,
+// and <= 32 rows from
 // kSm90Narrow16Bit32MinBatch requests; wide otherwise), 16 or 32 (narrow), 64 (wide);
 // DecodeOptions::sm90_rows_per_cta. The 16-row narrow
 // kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).

@@ -105,21 +105,25 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla})
       EXPECT_EQ(choose_sm90_schedule(f, true, rows, 1, 0, Fp8Math::kQkAndPv).rows_per_cta, 0);
   }
-  // Automatic: narrow for <= 16 rows of e4m3 (either query) or ds_mla with a bf16 query, else wide.
+  // Automatic: narrow for <= 16 rows of e4m3 (either query) or ds_mla with a bf16 query, else wide (16-bit
+  // caches at b = 16).
   for (int rows : {8, 16}) {
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, true, rows, 1, 0), kSm90Narrow16));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8E4M3, false, rows, 1, 0), kSm90Narrow16));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, true, rows, 1, 0), kSm90Narrow16));
     EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP8DsMla, false, rows, 1, 0), kSm90Wide));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 1, 0), kSm90Wide));
-    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 1, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kBF16, true, rows, 16, 0), kSm90Wide));
+    EXPECT_TRUE(is(choose_sm90_schedule(KVFormat::kFP16, false, rows, 16, 0), kSm90Wide));
   }
-  // 16-bit caches: the narrow kernel for <= 16 rows from kSm90Narrow16BitMinBatch requests and for
-  // 17-32 rows from kSm90Narrow16Bit32MinBatch, the wide kernel below those and for more rows.
+  // 16-bit caches: the narrow kernel for <= 16 rows up to kSm90Narrow16BitMaxFewBatch requests and from
+  // kSm90Narrow16BitMinBatch, and for 17-32 rows from kSm90Narrow16Bit32MinBatch; the wide kernel between,
+  // below and for more rows.
   for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
     const bool bf16 = f == KVFormat::kBF16;
     for (int rows : {8, 16}) {
-      for (int batch : {1, 16, kSm90Narrow16BitMinBatch - 1})
+      for (int batch : {1, kSm90Narrow16BitMaxFewBatch})
+        EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Narrow16Bit16)) << rows << " " << batch;
+      for (int batch : {kSm90Narrow16BitMaxFewBatch + 1, 16, kSm90Narrow16BitMinBatch - 1})
         EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Wide)) << rows << " " << batch;
       for (int batch : {kSm90Narrow16BitMinBatch, 128, 4096})
         EXPECT_TRUE(is(choose_sm90_schedule(f, bf16, rows, batch, 0), kSm90Narrow16Bit16)) << rows << " " << batch;

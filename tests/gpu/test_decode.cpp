@@ -905,12 +905,16 @@ TEST(Decode, ManyHeadsMtpEightCausal) {
 }
 
 TEST(Decode, LongSingleRequestSplitWide) {
+  // One request split over every SM: automatic (sm90: the narrow kernel at b <= 2) and the wide sm90 kernel forced.
   DecodeCase c;
   c.batch_size = 1;
   c.num_heads = 16;
   c.seqlens = {20000};
   c.seed = fresh_seed();
   expect_matches_reference(c);
+  DecodeOptions wide;
+  wide.sm90_rows_per_cta = 64;
+  expect_matches_reference(c, wide);
 }
 
 TEST(Decode, ScheduleIndependentOfPartCount) {

@@ -54,6 +54,13 @@ struct TileConfig {
   static_assert(N % 16 == 0 && kPageTokens % N == 0, "a stage is a whole part of one page");
 };
 
+// The final output rows: whole 32-byte sectors per store instruction (lane-pair word swaps or half exchanges, as
+// the partial rows) in the 64-row tiles, where they measured 1.003-1.029x at b = 64-128, 1K-4K; the 16-row tiles keep
+// 4-byte (16-bit caches) and 16-byte (quantized order) stores, whole sectors there measured 0.990-0.995x at b=128,
+// h_q=16, 4K (bench/results/2026-12-03-h200-session41.md, run 2).
+template <typename Cfg>
+inline constexpr bool kPortableWholeSectorOutput = Cfg::M >= 64;
+
 template <int kKind>
 struct KvLayout {
   static constexpr bool kQuantized = kKind != kKv16Bit;

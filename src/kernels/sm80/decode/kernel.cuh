@@ -525,11 +525,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
                   w[4 * k + jj / 2] = pack2<__half>(o[i][blk * 8 + jj][2 * h + k] * inv * e,
                                                     o[i][blk * 8 + jj + 1][2 * h + k] * inv * e);
               const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
-              const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
-              if (in_tile)
-                store_sector_pair_halves(
-                    reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, got,
-                    odd);
+              uint8_t* mine = reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
+              if constexpr (kPortableWholeSectorOutput<Cfg>) {
+                const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
+                if (in_tile) store_sector_pair_halves(mine, lo, hi, got, odd);
+              } else if (in_tile) {  // two 16-byte stores (half sectors per instruction)
+                reinterpret_cast<uint4*>(mine)[0] = lo;
+                reinterpret_cast<uint4*>(mine)[1] = hi;
+              }
             } else {
               uint16_t* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
@@ -545,7 +548,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           }
         }
       }
-    } else {  // the request's output, in the query type: whole sectors per store instruction, as the partial rows
+    } else {  // the request's output, in the query type (kPortableWholeSectorOutput)
       const bool odd = c & 1;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
@@ -554,9 +557,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
           const bool in_tile = row < p.rows;
+          if constexpr (!kPortableWholeSectorOutput<Cfg>) {
+            if (!in_tile) continue;  // no shuffles below
+          }
           const float l = sm.row_sum[cur][local_row];
           const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
-          const auto [qi, head] = query_row(p, in_tile ? row : 0);  // every lane shuffles; only the stores test the row
+          // Whole sectors: every lane shuffles, only the stores test the row.
+          const auto [qi, head] = query_row(p, in_tile ? row : 0);
           T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
           if constexpr (kQuantized) {
             // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim), lanes c and c ^ 1 adjacent.
@@ -570,13 +577,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
                   w[4 * e + jj / 2] =
                       pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
               const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
-              const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
-              if (in_tile)
-                store_sector_pair_halves(
-                    reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, got,
-                    odd);
+              uint8_t* mine = reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
+              if constexpr (kPortableWholeSectorOutput<Cfg>) {
+                const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
+                if (in_tile) store_sector_pair_halves(mine, lo, hi, got, odd);
+              } else if (in_tile) {  // two 16-byte stores (half sectors per instruction)
+                reinterpret_cast<uint4*>(mine)[0] = lo;
+                reinterpret_cast<uint4*>(mine)[1] = hi;
+              }
             }
-          } else {
+          } else if constexpr (kPortableWholeSectorOutput<Cfg>) {
             T* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
             for (int j = 0; j < Cfg::kPvCols / 8; j += 2) {
@@ -584,6 +594,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
               const uint32_t w1 = pack2<T>(o[i][j + 1][2 * h] * inv, o[i][j + 1][2 * h + 1] * inv);
               store_swapped_words(lane_out + j * 8, w0, w1, odd, in_tile);
             }
+          } else if (in_tile) {  // 4-byte stores (half sectors per instruction)
+#pragma unroll
+            for (int j = 0; j < Cfg::kPvCols / 8; ++j)
+              *reinterpret_cast<uint32_t*>(out + pv_n * Cfg::kPvCols + j * 8 + 2 * c) =
+                  pack2<T>(o[i][j][2 * h] * inv, o[i][j][2 * h + 1] * inv);
           }
         }
       }
