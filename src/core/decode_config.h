@@ -99,6 +99,26 @@ inline constexpr int kSm90Narrow32MinBatch = 64;
 // measured 0.95-0.96x (bench/results/2026-12-02-h200-narrow-producer.md, runs 8-9).
 inline constexpr int kSm90Narrow16SplitMinBatch = 64;
 
+// The sm90 wide kernel's partial rows (kernels/common/partial_rows.h): fp16 from 33 query rows (1.03-1.07x at
+// b = 1-16 with 64-128 rows, 1.05-1.06x on FP8 caches), fp32 up to 32, where fp16 rows measured 0.94-0.97x at
+// b = 1-16, h_q = 16 (bench/results/2026-12-03-h200-half-partials.md).
+// The seesaw (16-bit caches, kSm90SeesawMinRows rows on) is instantiated once per form: with the fp16 form's code
+// beside its tile loop it ran 0.955-0.98x from b = 64 and at b = 16 from 16K (b=128, s_q=1, h_q=128, 16K: 964
+// against 928 µs; one machine start, two rounds, bench/results/2026-12-03-h200-session41.md, run 6), where few
+// segments are split, and 1.02-1.10x where every request is split over a few parts' worth of tiles. So it takes
+// the fp16 form only where every request is split at least twice (2 b <= num_parts) and a part's share of the
+// block tables is 0.5-16 pages (b * max_pages / num_parts: the table width stands in for the lengths, which the
+// host does not know).
+inline constexpr int kSm90WideFp16PartialsMinRows = 33;
+inline constexpr int kSm90SeesawFp16MaxPagesPerPart = 16;
+constexpr bool sm90_wide_fp16_partials(int rows, bool seesaw, int batch_size, int num_parts, int max_pages) {
+  if (rows < kSm90WideFp16PartialsMinRows) return false;
+  if (!seesaw) return true;
+  const int64_t pages = static_cast<int64_t>(batch_size) * max_pages;  // over num_parts parts
+  return 2 * static_cast<int64_t>(batch_size) <= num_parts && 2 * pages >= num_parts &&
+         pages <= static_cast<int64_t>(kSm90SeesawFp16MaxPagesPerPart) * num_parts;
+}
+
 // The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: FP8 caches
 // narrow for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests;
 // 16-bit caches narrow for <= 16 rows up to kSm90Narrow16BitMaxFewBatch and from kSm90Narrow16BitMinBatch,

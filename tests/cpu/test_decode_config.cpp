@@ -214,6 +214,37 @@ TEST(DecodeConfig, Sm90ScheduleFollowsFormatRowsAndRequest) {
   EXPECT_EQ(choose_sm90_schedule(KVFormat::kFP8E4M3, true, 16, 1, 48).rows_per_cta, 0);
 }
 
+TEST(DecodeConfig, WidePartialRowsFollowRowsAndTheSplit) {
+  // Up to 32 rows fp32, the alternating schedule fp16 from 33 rows whatever the split.
+  for (int rows : {1, 16, 32}) {
+    EXPECT_FALSE(sm90_wide_fp16_partials(rows, false, 1, 132, 512)) << rows;
+    EXPECT_FALSE(sm90_wide_fp16_partials(rows, true, 1, 132, 512)) << rows;
+  }
+  for (int rows : {33, 64}) {
+    EXPECT_TRUE(sm90_wide_fp16_partials(rows, false, 128, 132, 256)) << rows;
+    EXPECT_TRUE(sm90_wide_fp16_partials(rows, false, 1, 1, 1)) << rows;
+  }
+  // The seesaw (here 128 rows: two query tiles, 66 parts): fp16 only where every request is split at least twice
+  // and a part's share of the tables is 0.5-16 pages. As measured (session 41, run 6): b = 1 from 4K to 32K,
+  // b = 16 at 1K-4K; fp32 at b = 1, 1K, at b = 16 from 16K and from b = 64 at every length.
+  const int parts = 66;
+  EXPECT_FALSE(sm90_wide_fp16_partials(128, true, 1, parts, 16));   // b = 1, 1K: 0.24 pages a part
+  EXPECT_TRUE(sm90_wide_fp16_partials(128, true, 1, parts, 64));    // 4K
+  EXPECT_TRUE(sm90_wide_fp16_partials(128, true, 1, parts, 512));   // 32K: 7.8
+  EXPECT_TRUE(sm90_wide_fp16_partials(128, true, 16, parts, 16));   // b = 16, 1K
+  EXPECT_TRUE(sm90_wide_fp16_partials(128, true, 16, parts, 64));   // 4K: 15.5
+  EXPECT_FALSE(sm90_wide_fp16_partials(128, true, 16, parts, 256));  // 16K: 62
+  EXPECT_FALSE(sm90_wide_fp16_partials(128, true, 64, parts, 16));   // b = 64: 2 b > num_parts
+  EXPECT_TRUE(sm90_wide_fp16_partials(128, true, 33, parts, 16));   // 2 b = num_parts
+  EXPECT_FALSE(sm90_wide_fp16_partials(128, true, 34, parts, 16));
+  // The bounds themselves, and no overflow with the widest tables.
+  EXPECT_TRUE(sm90_wide_fp16_partials(65, true, 1, 2, 1));
+  EXPECT_FALSE(sm90_wide_fp16_partials(65, true, 1, 3, 1));
+  EXPECT_TRUE(sm90_wide_fp16_partials(65, true, 2, 4, kSm90SeesawFp16MaxPagesPerPart * 2));
+  EXPECT_FALSE(sm90_wide_fp16_partials(65, true, 2, 4, kSm90SeesawFp16MaxPagesPerPart * 2 + 1));
+  EXPECT_FALSE(sm90_wide_fp16_partials(128, true, 1 << 20, 1 << 22, 1 << 30));
+}
+
 TEST(DecodeConfig, PartsFillTheSmsAcrossQueryTiles) {
   EXPECT_EQ(choose_num_parts(132, 1, 1), 132);
   EXPECT_EQ(choose_num_parts(132, 1, 4), 33);

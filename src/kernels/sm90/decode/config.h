@@ -91,11 +91,8 @@ struct alignas(1024) WideSharedStorage {
   // owner's S (P goes to `p`), so the owner releases it when S is done, ahead of the halves (128 arrivals).
   uint64_t rope_empty[WideConfig::kStages];
 };
-// The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 from 33 query rows (1.03-1.07x at b = 1-16
-// with 64-128 rows, 1.05-1.06x on FP8 caches), fp32 up to 32, where fp16 rows measured 0.94-0.97x at b = 1-16,
-// h_q = 16 (bench/results/2026-12-03-h200-half-partials.md). The kernel has both forms; the launcher picks.
-inline constexpr bool kWideFp16Partials = true;
-inline constexpr int kWideFp16PartialsMinRows = 33;
+// The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 or fp32 by detail::sm90_wide_fp16_partials
+// (core/decode_config.h). The alternating kernels hold both forms; the seesaw is instantiated once per form.
 
 // Up to this many query rows the alternating schedule's box 8 goes back after S (rope_empty). At 16 rows, b >= 16:
 // s_k 16K-32K 1.008-1.018x, 1K 0.99-1.00x. At 64 rows it measured 0.96-1.02x, so the limit stays at 16

@@ -635,7 +635,9 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
   }
 }
 
-template <typename T, int kKind, WideSchedule kSchedule>
+// kFp16Partials: the kernel has the fp16 form of the partial rows (p.fp16_partials picks it per call; the seesaw's
+// fp32 instantiation has none of its code: detail::sm90_wide_fp16_partials in core/decode_config.h).
+template <typename T, int kKind, WideSchedule kSchedule, bool kFp16Partials>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {
   extern __shared__ uint8_t smem_raw[];
@@ -787,9 +789,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const auto prefetch_next_q = [&] {
       if (tid == 0 && req < part.end_req) issue_q_load(p, maps, sm, req + 1, m_tile);
     };
-    write_segment_rows<T, kBarConsumers, kWideFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1,
-                                                            o, rs.l0, rs.l1, rs.m0 * lse_scale, rs.m1 * lse_scale,
-                                                            1.f, sm.row_sum, bad_page, prefetch_next_q);
+    write_segment_rows<T, kBarConsumers, kFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o,
+                                                        rs.l0, rs.l1, rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f,
+                                                        sm.row_sum, bad_page, prefetch_next_q);
   }
 }
 

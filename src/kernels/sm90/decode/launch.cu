@@ -277,7 +277,7 @@ cudaError_t launch_sm90_decode(DecodeParams& p, KVFormat format, bool q_is_bf16,
         });
       }
     }
-    p.fp16_partials = sm90::kWideFp16Partials && p.rows >= sm90::kWideFp16PartialsMinRows;
+    p.fp16_partials = detail::sm90_wide_fp16_partials(p.rows, schedule.seesaw, p.batch, p.num_parts, p.max_pages);
     return sm90::run_wide_decode<T, kKind>(p, maps, schedule.seesaw, programmatic, stream);
   });
 }
