@@ -61,8 +61,8 @@ struct DecodeOptions {
   // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
   // picks the schedule. 16 or 32: the "narrow" kernel (s_q * h_q <= that; ds_mla with a bf16 query);
   // 64: the "wide" kernel; 0 = automatic (FP8 caches: narrow for <= 16 rows, its 32-row variant for
-  // 17-32 rows from 64 requests; 16-bit caches: narrow for <= 16 rows from 64 requests and 17-32 rows
-  // from 128; wide otherwise; detail::choose_sm90_schedule, docs/hopper-kernel.md). A schedule that
+  // 17-32 rows from 64 requests; 16-bit caches: narrow for <= 16 rows with one or two requests and from
+  // 64, and 17-32 rows from 128; wide otherwise; detail::choose_sm90_schedule, docs/hopper-kernel.md). A schedule that
   // cannot run the shape throws kInvalidArgument.
   int sm90_rows_per_cta = 0;
   // kQkAndPv needs kv_format kFP8E4M3 (else kInvalidArgument) and the sm90 backend (else
