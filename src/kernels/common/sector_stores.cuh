@@ -45,4 +45,20 @@ __device__ __forceinline__ void store_sector_pair_halves(uint8_t* mine, const ui
   *reinterpret_cast<uint4*>(mine + (odd ? 16 : 32)) = odd ? hi : got;
 }
 
+// The same 32 bytes per lane (lo | hi at `mine`, lanes c and c ^ 1 adjacent): whole sectors per store instruction
+// through the exchange (kWholeSectors), or each lane's own two 16-byte stores, half a sector each per instruction
+// (kept where it measured faster: the portable kernel's 16-row tiles, kPortableWholeSectorOutput). Every lane of
+// the warp calls it; `store`: whether this lane's row is written.
+template <bool kWholeSectors>
+__device__ __forceinline__ void store_lane_pair_32(uint8_t* mine, const uint4& lo, const uint4& hi, bool odd,
+                                                   bool store) {
+  if constexpr (kWholeSectors) {
+    const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
+    if (store) store_sector_pair_halves(mine, lo, hi, got, odd);
+  } else if (store) {
+    reinterpret_cast<uint4*>(mine)[0] = lo;
+    reinterpret_cast<uint4*>(mine)[1] = hi;
+  }
+}
+
 }  // namespace openmla::kernels

@@ -525,14 +525,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
                   w[4 * k + jj / 2] = pack2<__half>(o[i][blk * 8 + jj][2 * h + k] * inv * e,
                                                     o[i][blk * 8 + jj + 1][2 * h + k] * inv * e);
               const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
-              uint8_t* mine = reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
-              if constexpr (kPortableWholeSectorOutput<Cfg>) {
-                const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
-                if (in_tile) store_sector_pair_halves(mine, lo, hi, got, odd);
-              } else if (in_tile) {  // two 16-byte stores (half sectors per instruction)
-                reinterpret_cast<uint4*>(mine)[0] = lo;
-                reinterpret_cast<uint4*>(mine)[1] = hi;
-              }
+              store_lane_pair_32<true>(
+                  reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, odd,
+                  in_tile);
             } else {
               uint16_t* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
@@ -577,14 +572,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
                   w[4 * e + jj / 2] =
                       pack2<T>(o[i][blk * 8 + jj][2 * h + e] * inv, o[i][blk * 8 + jj + 1][2 * h + e] * inv);
               const uint4 lo = make_uint4(w[0], w[1], w[2], w[3]), hi = make_uint4(w[4], w[5], w[6], w[7]);
-              uint8_t* mine = reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0));
-              if constexpr (kPortableWholeSectorOutput<Cfg>) {
-                const uint4 got = exchange_halves(lo, hi, odd, 1, 0xffffffffu);
-                if (in_tile) store_sector_pair_halves(mine, lo, hi, got, odd);
-              } else if (in_tile) {  // two 16-byte stores (half sectors per instruction)
-                reinterpret_cast<uint4*>(mine)[0] = lo;
-                reinterpret_cast<uint4*>(mine)[1] = hi;
-              }
+              store_lane_pair_32<kPortableWholeSectorOutput<Cfg>>(
+                  reinterpret_cast<uint8_t*>(out + quantized_output_dim<Cfg>(pv_n, c, blk * 8, 0)), lo, hi, odd,
+                  in_tile);
             }
           } else if constexpr (kPortableWholeSectorOutput<Cfg>) {
             T* lane_out = out + pv_n * Cfg::kPvCols + odd * 8 + 2 * (c & 2);
