@@ -121,11 +121,10 @@ constexpr bool sm90_wide_fp16_partials(int rows, bool seesaw, int batch_size, in
 
 // The schedule for rows = s_q * h_q and batch_size requests. requested_rows: 0 (automatic: FP8 caches
 // narrow for <= 16 rows where the format allows, and for <= 32 rows from kSm90Narrow32MinBatch requests;
-// 16-bit caches narrow for <= 16 rows up to kSm90Narrow16BitMaxFewBatch and from kSm90Narrow16BitMinBatch,
-// and <= 32 rows from
-// kSm90Narrow16Bit32MinBatch requests; wide otherwise), 16 or 32 (narrow), 64 (wide);
-// DecodeOptions::sm90_rows_per_cta. The 16-row narrow
-// kernel's producer form follows the format and batch (kSm90Narrow16SplitMinBatch).
+// 16-bit caches narrow for <= 16 rows up to kSm90Narrow16BitMaxFewBatch and from kSm90Narrow16BitMinBatch
+// requests, and for <= 32 rows from kSm90Narrow16Bit32MinBatch; wide otherwise), 16 or 32 (narrow), 64 (wide);
+// DecodeOptions::sm90_rows_per_cta. The 16-row narrow kernel's producer form follows the format and batch
+// (kSm90Narrow16SplitMinBatch).
 // The wide kernel runs the seesaw from kSm90SeesawMinRows rows.
 // math kQkAndPv: the FP8-math schedule for per-tensor e4m3 with requested_rows 0 or 64 (its seesaw at
 // every row count).
