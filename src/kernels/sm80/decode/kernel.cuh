@@ -488,6 +488,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     const unsigned errors = bad_request | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
     if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
     const bool poison = errors != 0;
+    // A row's factor on O (out_scale / l): NaN for a poisoned segment, 0 for a row that saw no key.
+    const auto row_factor = [&](int local_row) {
+      const float l = sm.row_sum[cur][local_row];
+      return poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+    };
+    const bool odd = c & 1;
     if (!write_final) {
       // Partial rows (partial_rows.h): fp16, one scale per 64-column block, whose columns the quad holds (8 j of 8
       // columns; in the quantized order, 16 consecutive dims a lane). Every store instruction writes whole 32-byte
@@ -495,7 +501,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       // Every lane takes part in the shuffles; only the stores test the row.
       static_assert(kPortableFp16Partials && Cfg::kPvCols % kPartialBlockCols == 0,
                     "fp16 partial rows; a warp's columns are whole scale blocks");
-      const bool odd = c & 1;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
@@ -503,8 +508,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
           const bool in_tile = row < p.rows;
-          const float l = sm.row_sum[cur][local_row];
-          const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+          const float inv = row_factor(local_row);
           const size_t prow = partial_row_index(partial_slot, p.rows, row);
           uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV;
 #pragma unroll
@@ -544,7 +548,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         }
       }
     } else {  // the request's output, in the query type (kPortableWholeSectorOutput)
-      const bool odd = c & 1;
 #pragma unroll
       for (int i = 0; i < Cfg::kPvRows / 16; ++i) {
 #pragma unroll
@@ -555,8 +558,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           if constexpr (!kPortableWholeSectorOutput<Cfg>) {
             if (!in_tile) continue;  // no shuffles below
           }
-          const float l = sm.row_sum[cur][local_row];
-          const float inv = poison ? NAN : (l > 0.f ? p.out_scale / l : 0.f);
+          const float inv = row_factor(local_row);
           // Whole sectors: every lane shuffles, only the stores test the row.
           const auto [qi, head] = query_row(p, in_tile ? row : 0);
           T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
