@@ -145,8 +145,10 @@ cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
 // The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
 // as rows of 256 B (kNarrowCopyRowBytes), one box per page. 16-bit: `kv` = the page's nine 64-dim
-// boxes (128 B x 64 tokens, SW128) in copies of kPartBoxes boxes, without L2 promotion, as the wide
-// kernel's 16-bit map for few rows (kKvNoPromotionMaxRows).
+// boxes (128 B x 64 tokens, SW128) in copies of kPartBoxes boxes. The 16-bit and ds_mla maps go
+// without L2 promotion, as the wide kernel's 16-bit map for few rows (kKvNoPromotionMaxRows): for ds_mla
+// that measured 1.003-1.019x, e4m3's boxes of 576-B rows 0.982-0.994x, so e4m3 keeps 256 B (run 6 of
+// bench/results/2026-12-03-h200-session42.md).
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (kv_format_is_16bit(format))
@@ -170,7 +172,7 @@ cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, Tensor
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(&maps->kv, kBytes, 3, const_cast<uint8_t*>(p.kv), dims, strides, box, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
