@@ -119,9 +119,9 @@ struct NarrowScaleTable {
 // floats, so that the four query rows a warp's store writes fall in different banks.
 // The narrow kernel's partial rows: fp16 on FP8 caches (1.03-1.08x at b = 1-16: its fp32 rows were 16-byte stores
 // of half a sector each; at b = 128, where few requests are split, 1.014x, and an fp32 instantiation beside it for
-// such batches gave that back: run 1 of bench/results/2026-12-03-h200-session42.md), fp32 on 16-bit caches, whose staged stores write whole sectors already and which run from
-// 64 requests, where few are split: fp16 measured 1.002x and 1.012x there (b = 64 and 128, h_q = 16; run 4 of
-// bench/results/2026-12-03-h200-half-partials.md).
+// such batches gave that back: run 1 of bench/results/2026-12-03-h200-session42.md), fp32 on 16-bit caches, whose
+// staged stores write whole sectors already and which run from 64 requests, where few are split: fp16 measured
+// 1.002x and 1.012x there (b = 64 and 128, h_q = 16; run 4 of bench/results/2026-12-03-h200-half-partials.md).
 template <int kKind>
 inline constexpr bool kNarrowFp16Partials = kKind != kKv16Bit;
 
