@@ -72,6 +72,8 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   const unsigned errors = seg.errors | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
+  // A row's factor: out = o * row_factor(l); NaN for a poisoned segment, 0 for a row that weighed nothing.
+  const auto row_factor = [&](float l) { return poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f); };
   // Rows go out as whole sectors (store_swapped_words): a lane's offsets are in the row's pointer before its loop.
   // The output's loop spells the helper out: called there, it changed the FP8 wide kernels' register allocation
   // (SASS, session 40), which no GPU run has timed; the 16-bit kernels' code was the same either way.
@@ -81,8 +83,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));  // row math here, not hoisted
       const bool in_tile = row < p.rows;
-      const float l = h ? l1 : l0;
-      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      const float inv = row_factor(h ? l1 : l0);
       const auto [qi, head] = query_row(p, row);
       T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head) + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
@@ -98,8 +99,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
       const bool in_tile = row < p.rows;
-      const float l = h ? l1 : l0;
-      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      const float inv = row_factor(h ? l1 : l0);
       const size_t prow = partial_row_index(seg.partial_slot, p.rows, row);
       uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV + me * kHalfCols + odd * 8 + 2 * (c & 2);
 #pragma unroll
@@ -123,8 +123,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     for (int h = 0; h < 2; ++h) {
       const int row = opaque(m_tile * rows_per_tile + (h ? row1 : row0));
       if (row >= p.rows) continue;
-      const float l = h ? l1 : l0;
-      const float inv = poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f);
+      const float inv = row_factor(h ? l1 : l0);
       float* out = static_cast<float*>(p.o_partial) + partial_row_index(seg.partial_slot, p.rows, row) * kHeadDimV +
                    me * kHalfCols;
 #pragma unroll
