@@ -1,9 +1,9 @@
 #!/bin/bash
-# Run 2 (session 43): FP8 math's ceilings at today's code, timing only. tr4 / tr0 = 8552eb3 +
+# Run 2 (session 43): FP8 math's ceilings at today's code, timing only. tr4 / tr0 = 8d56dba +
 # experiment_transpose_share_timing.diff (session 25's experiment_transpose_share.diff, the count set in the header):
 # on full pages each producer warp transposes 4 (half) or 0 of its 8 dim groups of Vᵀ, so PV reads stale Vᵀ (wrong
 # results: --check-samples 0). Half is what sharing the transposition across a cluster of two m-tile CTAs could at
-# best leave; none is the bound of any design that keeps this kernel's tiles. Against bf16 and FP8 math at 8552eb3
+# best leave; none is the bound of any design that keeps this kernel's tiles. Against bf16 and FP8 math at 8d56dba
 # (rf), one process each, two rounds.
 set -u
 P=/tmp/pre; mkdir -p $P/rf $P/tr4 $P/tr0

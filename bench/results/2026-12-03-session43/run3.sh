@@ -1,9 +1,9 @@
 #!/bin/bash
-# Run 3 (session 43): the FP8-storage ceilings of the wide kernel at today's code, timing only. nx = 8552eb3 +
+# Run 3 (session 43): the FP8-storage ceilings of the wide kernel at today's code, timing only. nx = 8d56dba +
 # experiment_no_expansion_timing.diff: the producer expands nothing (the consumers multiply the stage as it lies, wrong
 # results: --check-samples 0; copies, waits, fences and arrivals as before). The bound of the wide kernel's schedule
 # for e4m3 storage (issue #4 asks 0.9x the bf16 kernel at b=128, s_q=2, h_q=128, 8K) and ds_mla with 16-bit math (1.4x
-# and 2x FlashMLA's sparse kernel at s_q=2, h_q=128, 16K and h_q=64, 16K). Against bf16, e4m3 and ds_mla at 8552eb3
+# and 2x FlashMLA's sparse kernel at s_q=2, h_q=128, 16K and h_q=64, 16K). Against bf16, e4m3 and ds_mla at 8d56dba
 # (rf), one process each, two rounds.
 set -u
 P=/tmp/pre; mkdir -p $P/rf $P/nx
