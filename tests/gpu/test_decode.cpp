@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/decode_data.h"
@@ -304,6 +305,21 @@ TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
       DecodeOptions opt;
       opt.sm90_rows_per_cta = rows_per_cta;
       expect_large_batch_split_and_guards(large_batch_with_bad_page(q_len, 16, f, q_dtype), opt);
+    }
+  }
+}
+
+// 16-bit caches on the seesaw (65+ rows): the same large batch, with a second bad page id in the middle of the long,
+// split request 5, so that one of its parts finds it in its own segment (the seesaw checks a segment's ids once, in
+// any_page_out_of_range, not per tile): 128 and 256 rows, both query types.
+TEST(Decode, SeesawLargeBatchSplitAndGuards) {
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
+    const DType q_dtype = f == KVFormat::kBF16 ? DType::kBFloat16 : DType::kFloat16;
+    for (const auto& [q_len, num_heads] : {std::pair{1, 128}, std::pair{2, 128}, std::pair{4, 64}}) {
+      SCOPED_TRACE("q_len=" + std::to_string(q_len) + " h_q=" + std::to_string(num_heads));
+      DecodeData d = large_batch_with_bad_page(q_len, num_heads, f, q_dtype);
+      d.block_table[5 * d.max_pages + 40] = d.num_pages;  // request 5: 5000 tokens, 79 pages
+      expect_large_batch_split_and_guards(d);
     }
   }
 }

@@ -42,6 +42,20 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   return 0;
 }
 
+// Whether any page id of blocks [begin, end) is out of range, read by `threads` threads together (thread `tid` takes
+// every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's
+// latency into every tile (sm90 seesaw: 1.5-2% at 256-512 rows, bench/results/2026-12-03-h200-session44.md run 7).
+// Each thread gets only its own share: the caller ORs the flags over its threads.
+__device__ __forceinline__ bool any_page_out_of_range(const int* page_ids, int begin, int end, int num_pages, int tid,
+                                                      int threads) {
+  bool bad = false;
+  for (int block = begin + tid; block < end; block += threads) {
+    const int page = page_ids[block];
+    bad |= page < 0 || page >= num_pages;
+  }
+  return bad;
+}
+
 // Packed query row `row` = token * h_q + head of a request. h_q is one of 8..128, a power of two
 // (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiled to ~20 instructions per row,
 // and the sm90 epilogue stalled on them (bench/results/2026-12-02-h200-seesaw-experiments.md, run 9).

@@ -442,11 +442,12 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Measured
 // 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
 // them (it does not model `barrier.arrive`).
+// The page ids are checked once per segment by the caller (any_page_out_of_range), not per pair.
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                const Segment& seg, const TileMask& mask, int tiles, int me, int c,
                                                int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
-                                               const int* page_ids, int num_pages, bool& bad_page, bool spare_pb) {
+                                               bool spare_pb) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
   float s[32];
   // S of this consumer's first tile.
@@ -467,12 +468,6 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
     const uint32_t it_a = it0 + j, it_b = it_a + 1;
     const int stage_a = it_a % 2, stage_b = it_b % 2;
     const uint32_t parity_a = (it_a / 2) & 1, parity_b = (it_b / 2) & 1;
-    {
-      const int page = page_ids[block_a];
-      bad_page |= page < 0 || page >= num_pages;
-      const int page_b = has_b ? page_ids[block_b] : 0;
-      bad_page |= page_b < 0 || page_b >= num_pages;
-    }
     if (me == 0) {
       SoftmaxStep st = softmax_step<T>(s, p, mask, block_a * Cfg::kTokens, c, row0, row1, rs.m0, rs.m1, scale_log2);
       __syncwarp();  // the quad's reads of the previous pair's values are done
@@ -774,10 +769,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
-    bool bad_page = false;
+    bool bad_page = false;  // this thread's share; write_segment_rows ORs it over the consumers
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs,
-                            p.block_table + req * p.block_table_stride, p.num_pages, bad_page, spare_pb);
+      // The segment's page ids in one round of loads (its tile loop then holds no global load): the producer never
+      // uses a bad id as a coordinate, and the segment is poisoned.
+      bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
+                                       seg.block_begin + tiles, p.num_pages, tid, 256);
+      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs, spare_pb);
     } else {
       consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, lane, c,
                                                     row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,

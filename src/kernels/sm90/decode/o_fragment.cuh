@@ -32,7 +32,8 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // This thread's two rows (row0, row1 of the m-tile) of its consumer's 256 output columns
 // [me * 256, + 256), from the accumulator fragment o (m64n256: o[4 n8 + 2h + {0, 1}] is row h's columns
 // 8 n8 + 2c + {0, 1}). l0 / l1: this thread's unreduced row sums, summed here over the quad and, through
-// row_sum, over both consumers (a named barrier of the 256 consumer threads, id kBarrier).
+// row_sum, over both consumers (a named barrier of the 256 consumer threads, id kBarrier, which also ORs bad_page:
+// a thread's own share of the segment's page-id check is enough).
 // out = o * p.out_scale / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
 // units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
 // after_reduce() runs once both consumers passed the row sums' barrier (their tile loops are done).
@@ -64,7 +65,7 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
     row_sum[me][row0] = l0;
     row_sum[me][row1] = l1;
   }
-  named_barrier_sync(kBarrier, 256);
+  bad_page = named_barrier_sync_or(kBarrier, 256, bad_page);
   l0 = row_sum[0][row0] + row_sum[1][row0];
   l1 = row_sum[0][row1] + row_sum[1][row1];
   after_reduce();
