@@ -258,7 +258,8 @@ INSTANTIATE_TEST_SUITE_P(Fp8Formats, DecodeFp8, ::testing::ValuesIn(fp8_shapes()
                          });
 
 // 64 requests of up to 900 tokens on fresh inputs; request 5 is long enough to be split over many
-// parts and request 7's first page id is out of range (its rows must come out empty, flagged).
+// parts, and two page ids are out of range: request 7's first, and one in the middle of request 5, so that one of its
+// parts finds it inside its own segment. Both requests' rows must come out NaN, flagged.
 DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f, DType q_dtype = DType::kBFloat16) {
   DecodeCase c;
   c.batch_size = 64;
@@ -272,6 +273,7 @@ DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f, DType
   c.seqlens[5] = 5000;
   DecodeData d = make_decode_data(c);
   d.block_table[7 * d.max_pages] = -3;
+  d.block_table[5 * d.max_pages + 40] = d.num_pages;  // request 5: 5000 tokens, 79 pages
   return d;
 }
 
@@ -309,18 +311,22 @@ TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
   }
 }
 
-// 16-bit caches on the seesaw (65+ rows): the same large batch, with a second bad page id in the middle of the long,
-// split request 5, so that one of its parts finds it in its own segment (the seesaw checks a segment's ids once, in
-// any_page_out_of_range, not per tile): 128 and 256 rows, both query types.
-TEST(Decode, SeesawLargeBatchSplitAndGuards) {
-  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16}) {
-    const DType q_dtype = f == KVFormat::kBF16 ? DType::kBFloat16 : DType::kFloat16;
-    for (const auto& [q_len, num_heads] : {std::pair{1, 128}, std::pair{2, 128}, std::pair{4, 64}}) {
-      SCOPED_TRACE("q_len=" + std::to_string(q_len) + " h_q=" + std::to_string(num_heads));
-      DecodeData d = large_batch_with_bad_page(q_len, num_heads, f, q_dtype);
-      d.block_table[5 * d.max_pages + 40] = d.num_pages;  // request 5: 5000 tokens, 79 pages
-      expect_large_batch_split_and_guards(d);
-    }
+// The wide kernel (64+ rows; the consumers check a segment's page ids once, before its tiles, in
+// any_page_out_of_range) on the same large batch: 16-bit caches with both query types on the alternating schedule
+// (64 rows) and the seesaw (128, 256 rows), and the FP8 caches' alternating schedule (64, 128 rows).
+TEST(Decode, WideLargeBatchSplitAndGuards) {
+  struct Case {
+    KVFormat format;
+    int q_len, num_heads;
+  };
+  const Case cases[] = {{KVFormat::kBF16, 1, 64},     {KVFormat::kBF16, 1, 128}, {KVFormat::kBF16, 2, 128},
+                        {KVFormat::kFP16, 1, 64},     {KVFormat::kFP16, 4, 64},  {KVFormat::kFP8E4M3, 1, 64},
+                        {KVFormat::kFP8DsMla, 2, 64}, {KVFormat::kFP8E4M3, 2, 64}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(kv_format_name(k.format)) + " q_len=" + std::to_string(k.q_len) +
+                 " h_q=" + std::to_string(k.num_heads));
+    const DType q_dtype = k.format == KVFormat::kFP16 ? DType::kFloat16 : DType::kBFloat16;
+    expect_large_batch_split_and_guards(large_batch_with_bad_page(k.q_len, k.num_heads, k.format, q_dtype));
   }
 }
 

@@ -452,14 +452,7 @@ struct ConsumerView {
   int tiles;
   int me, c, row0, row1;
   float scale0, scale1;
-  const int* page_ids;
-  int num_pages;
 };
-
-__device__ __forceinline__ void note_bad_page(const ConsumerView& v, int block, bool& bad_page) {
-  const int page = v.page_ids[block];
-  bad_page |= page < 0 || page >= v.num_pages;
-}
 
 // The seesaw (FlashMLA's schedule, as in kernel.cuh's consume_seesaw): tiles in pairs (a, b) = (j, j + 1);
 // consumer 0 computes S of every a, consumer 1 of every b, and each multiplies P of both by its half
@@ -471,8 +464,9 @@ __device__ __forceinline__ void note_bad_page(const ConsumerView& v, int block, 
 // rendezvous (`barrier.sync` on both sides) met in one order: Scale0, Scale1, P0. P_a and P_b have
 // their own tiles (p[0], p[1]); every reuse of a shared word is ordered by those barriers and by
 // each consumer's wgmma wait at the end of each pair. A missing b (odd tile count) skips its steps.
+// The page ids are checked once per segment by the caller (any_page_out_of_range), not per pair.
 __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
-                                               RowState& rs, bool& bad_page) {
+                                               RowState& rs) {
   const uint32_t it0 = it;  // the segment's first tile in the CTA's sequence
   float s[32];
   if (v.me < v.tiles) {  // S of this consumer's first tile
@@ -487,8 +481,6 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
     const bool has_b = j + 1 < v.tiles;
     const int block_a = v.seg.block_begin + j, block_b = block_a + 1;
     const VtSlot vt_a(it0 + j), vt_b(it0 + j + 1);
-    note_bad_page(v, block_a, bad_page);
-    if (has_b) note_bad_page(v, block_b, bad_page);
     if (v.me == 0) {
       SoftmaxStep st =
           softmax_step(s, v.mask, block_a * Cfg::kTokens, v.c, v.limit0, v.limit1, rs, v.scale0, v.scale1);
@@ -658,10 +650,13 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
-    bool bad_page = false;
-    const ConsumerView view{seg,  mask,  mask.limit(p, m_tile, row0), mask.limit(p, m_tile, row1), tiles, me, c, row0,
-                            row1, scale0, scale1, p.block_table + req * p.block_table_stride, p.num_pages};
-    consume_seesaw(sm, view, it, o, rs, bad_page);
+    // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them): the producer
+    // never uses a bad id as a coordinate, and the segment is poisoned.
+    const bool bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
+                                                seg.block_begin + tiles, p.num_pages, tid, 256);
+    const ConsumerView view{seg, mask, mask.limit(p, m_tile, row0), mask.limit(p, m_tile, row1), tiles, me, c, row0,
+                            row1, scale0, scale1};
+    consume_seesaw(sm, view, it, o, rs);
 
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.
     constexpr float kLn2 = 0.6931471805599453f;

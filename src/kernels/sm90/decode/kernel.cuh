@@ -14,8 +14,8 @@
 //             computes S of the first, consumer 1 of the second, so one consumer's softmax runs
 //             under the other's wgmmas (docs/hopper-kernel.md: both, and the numbers).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
-// never used as a coordinate (the producer skips the copy), each consumer checks the id itself
-// and the segment's rows become NaN. Tokens past
+// never used as a coordinate (the producer skips the copy), the consumers check the segment's ids
+// together before its tiles (any_page_out_of_range) and the segment's rows become NaN. Tokens past
 // seqlen in the last page are loaded but never weigh: their scores are masked and their V rows are
 // zeroed in shared memory before PV (0 x NaN would be NaN).
 #pragma once
@@ -336,8 +336,7 @@ template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                     const Segment& seg, const TileMask& mask, int tiles, int me,
                                                     int lane, int c, int row0, int row1, uint32_t& it,
-                                                    float (&o)[128], RowState& rs, const int* page_ids, int num_pages,
-                                                    bool& bad_page, bool rope_early) {
+                                                    float (&o)[128], RowState& rs, bool rope_early) {
   // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
   // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
   // barrier orders them as well, but racecheck does not follow that chain).
@@ -351,10 +350,6 @@ __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideS
     wgmma_wait<0>();
     fence_operands(o);
     if (j > 0) release(it - 1);
-    // The producer never uses a bad id as a coordinate (the stage keeps stale data); each consumer
-    // checks the id itself to poison the segment.
-    const int page = page_ids[block];
-    bad_page |= page < 0 || page >= num_pages;
     zero_tail_if_last(sm, mask, block, stage, parity, me);
 
     SoftmaxStep st;
@@ -769,17 +764,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     RowState rs;
-    bool bad_page = false;  // this thread's share; write_segment_rows ORs it over the consumers
+    // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them), so that the
+    // tile loop holds no global load: the producer never uses a bad id as a coordinate, and the segment is poisoned.
+    const bool bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
+                                                seg.block_begin + tiles, p.num_pages, tid, 256);
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      // The segment's page ids in one round of loads (its tile loop then holds no global load): the producer never
-      // uses a bad id as a coordinate, and the segment is poisoned.
-      bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
-                                       seg.block_begin + tiles, p.num_pages, tid, 256);
       consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs, spare_pb);
     } else {
       consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, lane, c,
-                                                    row0, row1, it, o, rs, p.block_table + req * p.block_table_stride,
-                                                    p.num_pages, bad_page, rope_early);
+                                                    row0, row1, it, o, rs, rope_early);
     }
     const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
     // Once both consumers are past their last S (the row sums' barrier), the next segment's Q goes into
