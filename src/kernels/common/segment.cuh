@@ -43,9 +43,9 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
 }
 
 // Whether any page id of blocks [begin, end) is out of range, read by `threads` threads together (thread `tid` takes
-// every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's
-// latency into every tile (sm90 seesaw: 1.5-2% at 256-512 rows, bench/results/2026-12-03-h200-session44.md run 7).
-// Each thread gets only its own share: the caller ORs the flags over its threads.
+// every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's wait
+// into every tile (the sm90 wide kernels: seesaw 1.008-1.037x, FP8 math 1.014-1.027x once per segment; runs 8-9 of
+// bench/results/2026-12-03-h200-session44.md). Each thread gets only its own share: the caller ORs the flags.
 __device__ __forceinline__ bool any_page_out_of_range(const int* page_ids, int begin, int end, int num_pages, int tid,
                                                       int threads) {
   bool bad = false;
