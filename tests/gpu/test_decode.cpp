@@ -311,7 +311,7 @@ TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
 }
 
 // The wide kernel (64+ rows; the consumers check a segment's page ids once, before its tiles, in
-// any_page_out_of_range) on the same large batch: 16-bit caches with both query types on the alternating schedule
+// segment_page_out_of_range) on the same large batch: 16-bit caches with both query types on the alternating schedule
 // (64 rows) and the seesaw (128, 256 rows), and the FP8 caches' alternating schedule (64, 128 rows).
 TEST(Decode, WideLargeBatchSplitAndGuards) {
   struct Case {

@@ -42,20 +42,6 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
   return 0;
 }
 
-// Whether any page id of blocks [begin, end) is out of range, read by `threads` threads together (thread `tid` takes
-// every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's wait
-// into every tile (the sm90 wide kernels: seesaw 1.008-1.037x, FP8 math 1.014-1.027x once per segment; runs 8-9 of
-// bench/results/2026-12-03-h200-session44.md). Each thread gets only its own share: the caller ORs the flags.
-__device__ __forceinline__ bool any_page_out_of_range(const int* page_ids, int begin, int end, int num_pages, int tid,
-                                                      int threads) {
-  bool bad = false;
-  for (int block = begin + tid; block < end; block += threads) {
-    const int page = page_ids[block];
-    bad |= page < 0 || page >= num_pages;
-  }
-  return bad;
-}
-
 // Packed query row `row` = token * h_q + head of a request. h_q is one of 8..128, a power of two
 // (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiled to ~20 instructions per row,
 // and the sm90 epilogue stalled on them (bench/results/2026-12-02-h200-seesaw-experiments.md, run 9).
@@ -98,6 +84,21 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Spl
   s.write_final = split.num_splits <= 1;
   s.partial_slot = split.partial_base + (part_idx - split.first_part);
   return s;
+}
+
+// Whether any page id of the segment's blocks is out of range, read by `threads` threads together (thread `tid`
+// takes every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's wait
+// into every tile (the sm90 wide kernels: seesaw 1.008-1.037x, FP8 math 1.014-1.027x once per segment; runs 8-9 of
+// bench/results/2026-12-03-h200-session44.md). Each thread gets only its own share: the caller ORs the flags.
+__device__ __forceinline__ bool segment_page_out_of_range(const DecodeParams& p, const Segment& seg, int tid,
+                                                          int threads) {
+  const int* page_ids = p.block_table + seg.req * p.block_table_stride;
+  bool bad = false;
+  for (int block = seg.block_begin + tid; block < seg.block_end; block += threads) {
+    const int page = page_ids[block];
+    bad |= page < 0 || page >= p.num_pages;
+  }
+  return bad;
 }
 
 // Every decode kernel's start: wait for the preceding grids (the planner wrote the schedule, and

@@ -464,7 +464,7 @@ struct ConsumerView {
 // rendezvous (`barrier.sync` on both sides) met in one order: Scale0, Scale1, P0. P_a and P_b have
 // their own tiles (p[0], p[1]); every reuse of a shared word is ordered by those barriers and by
 // each consumer's wgmma wait at the end of each pair. A missing b (odd tile count) skips its steps.
-// The page ids are checked once per segment by the caller (any_page_out_of_range), not per pair.
+// The page ids are checked once per segment by the caller (segment_page_out_of_range), not per pair.
 __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
                                                RowState& rs) {
   const uint32_t it0 = it;  // the segment's first tile in the CTA's sequence
@@ -652,8 +652,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     RowState rs;
     // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them): the producer
     // never uses a bad id as a coordinate, and the segment is poisoned.
-    const bool bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
-                                                seg.block_begin + tiles, p.num_pages, tid, 256);
+    const bool bad_page = segment_page_out_of_range(p, seg, tid, 256);
     const ConsumerView view{seg, mask, mask.limit(p, m_tile, row0), mask.limit(p, m_tile, row1), tiles, me, c, row0,
                             row1, scale0, scale1};
     consume_seesaw(sm, view, it, o, rs);

@@ -15,7 +15,7 @@
 //             under the other's wgmmas (docs/hopper-kernel.md: both, and the numbers).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
 // never used as a coordinate (the producer skips the copy), the consumers check the segment's ids
-// together before its tiles (any_page_out_of_range) and the segment's rows become NaN. Tokens past
+// together before its tiles (segment_page_out_of_range) and the segment's rows become NaN. Tokens past
 // seqlen in the last page are loaded but never weigh: their scores are masked and their V rows are
 // zeroed in shared memory before PV (0 x NaN would be NaN).
 #pragma once
@@ -437,7 +437,7 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Measured
 // 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
 // them (it does not model `barrier.arrive`).
-// The page ids are checked once per segment by the caller (any_page_out_of_range), not per pair.
+// The page ids are checked once per segment by the caller (segment_page_out_of_range), not per pair.
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                const Segment& seg, const TileMask& mask, int tiles, int me, int c,
@@ -766,8 +766,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     RowState rs;
     // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them), so that the
     // tile loop holds no global load: the producer never uses a bad id as a coordinate, and the segment is poisoned.
-    const bool bad_page = any_page_out_of_range(p.block_table + req * p.block_table_stride, seg.block_begin,
-                                                seg.block_begin + tiles, p.num_pages, tid, 256);
+    const bool bad_page = segment_page_out_of_range(p, seg, tid, 256);
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
       consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs, spare_pb);
     } else {
