@@ -6,7 +6,7 @@ anchors.csv (shared/notes/h200-anchors.csv): fills in FlashMLA's time where the 
 without the shared folder), matched as openmla-bench matches them (tools/bench/anchors.cpp: varlen mean length
 within kVarlenMeanTolerance = 10%). Where the anchors file can be carried, `openmla-bench --anchors FILE` is the way.
 Prints: shapes faster than the anchor (FlashMLA), the median speedups (all fixed-length shapes, compute-bound ones,
-s_k = 1K), and each floor shape's time with met / missed.
+s_k = 1K, and by query rows per request), and each floor shape's time with met / missed.
 """
 import csv
 import json
@@ -57,6 +57,13 @@ def main(path, anchors=None):
     print(f"compute-bound (b >= 16, s_q*h_q >= 128): {len(cb)} shapes, median {statistics.median(cb):.3f}x")
     k1 = [r["speedup"] for r in fixed if r["b"] >= 16 and r["s_k"] == 1024]
     print(f"s_k = 1K, b >= 16: median {statistics.median(k1):.3f}x")
+    # Where the slower shapes are: by query rows per request (s_q * h_q), which picks the sm90 schedule.
+    by_rows = {}
+    for r in fixed:
+        by_rows.setdefault(r["s_q"] * r["h_q"], []).append(r["speedup"])
+    print("by rows per request (shapes, slower than FlashMLA, median, min): " + "; ".join(
+        f"{n}: {len(v)}, {sum(x < 1 for x in v)}, {statistics.median(v):.3f}x, {min(v):.2f}x"
+        for n, v in sorted(by_rows.items())))
     for r in rows:
         k = key(r)
         if k in FLOORS:
