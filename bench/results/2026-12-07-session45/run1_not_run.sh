@@ -1,6 +1,6 @@
 #!/bin/bash
 # NOT RUN: no H200 came in session 45 (twenty calls, 14:00-15:38 UTC). Binaries: .carry/s45/ (gitignored; remade
-# from 0798cde, dt1 with the diff below at OPENMLA_EXP_DETACH=1). Carry .carry/s45 and run from the repository root.
+# from 0798cde, dt1 with session 44's diff named in 2.). Carry .carry/s45 and run from the repository root.
 # Run 1 (session 45): the record at HEAD (0798cde; the kernels as at 70ea509, session 44, SASS unchanged since ff2c4da)
 # and what the seesaw's floors would need.
 # 1. The deepseek grid (one process, FlashMLA's anchors carried).
@@ -8,13 +8,14 @@
 #    OPENMLA_EXP_DETACH=1 (timing only: after a CTA's first two tiles no KV page is copied and every box completes at
 #    once, on stale data: no copy latency and no copy traffic). The floor shapes the seesaw runs, and b=1, h_q=128,
 #    32K; one process each, two rounds, the second in reverse order (round 1 of main checked against the CPU reference).
-# 3. The sm90 suite; compute-sanitizer memcheck / racecheck / synccheck on a subset (last: device time was short).
+# 3. The sm90 suite and compute-sanitizer memcheck / racecheck / synccheck on gpu_check.sh's subsets (last: device
+#    time was short).
 set -u
 SECONDS=0
-P=/tmp/pre; mkdir -p $P/main $P/dt1 $P/tests
+P=/tmp/pre; mkdir -p $P/main/tests $P/dt1
 xz -dc .carry/s45/bench.xz > $P/main/openmla-bench; xz -dc .carry/s45/bench_dt1.xz > $P/dt1/openmla-bench
-xz -dc .carry/s45/gpu_tests.xz > $P/tests/openmla_gpu_tests
-chmod +x $P/*/openmla-bench $P/tests/openmla_gpu_tests
+xz -dc .carry/s45/gpu_tests.xz > $P/main/tests/openmla_gpu_tests
+chmod +x $P/*/openmla-bench $P/main/tests/openmla_gpu_tests
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader > $S
 # The grid compares with FlashMLA's H200 anchors and the H200 floors: on another GPU only the checks run.
@@ -30,16 +31,8 @@ if grep -q H200 $S; then
     timeout 280 bash scripts/ab_env.sh --backend sm90 > $OUT/table.md 2>&1
   echo "a/b: rc=$? at ${SECONDS}s" >> $S
 fi
-OPENMLA_BACKEND=sm90 timeout 200 $P/tests/openmla_gpu_tests --gtest_filter='-*Portable*' > /tmp/gpu_tests_sm90.log 2>&1
-echo "gpu tests (sm90 forced): rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' /tmp/gpu_tests_sm90.log | tr '\n' ' ') at ${SECONDS}s" >> $S
-grep -E '^\[  FAILED  \]' /tmp/gpu_tests_sm90.log | head -20 >> $S
-F='Decode.WideLargeBatchSplitAndGuards:Decode.Fp8MathLargeBatchSplitAndGuards:Decode.Sm90ScheduleForced:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq64_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_bf16'
-for tool in memcheck racecheck synccheck; do
-  OPENMLA_BACKEND=sm90 timeout 120 compute-sanitizer --tool $tool --print-limit 100000 --error-exitcode 9 $P/tests/openmla_gpu_tests \
-    --gtest_filter="$F" --gtest_brief=1 > /tmp/sanitizer_$tool.log 2>&1
-  echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/sanitizer_$tool.log | tail -1) at ${SECONDS}s" >> $S
-done
-grep -q "Race reported between" /tmp/sanitizer_racecheck.log && python3 scripts/racecheck_known.py /tmp/sanitizer_racecheck.log . | tail -1 >> $S
-(cd /tmp && tar cJf $OUT/logs.tar.xz $(ls -d gpu_tests_*.log sanitizer_*.log deepseek.txt s 2>/dev/null))
+COMMIT=0798cde PREBUILT=$P/main BACKENDS=sm90 TEST_TIMEOUT=200 bash scripts/gpu_check.sh none /tmp/checks > /dev/null 2>&1
+cat /tmp/checks/summary.txt >> $S
+(cd /tmp && tar cJf $OUT/logs.tar.xz $(ls -d checks deepseek.txt s 2>/dev/null))
 cd $OUT
 cat grid_summary.txt 2>/dev/null; tail -n 10 table.md 2>/dev/null; cat summary.txt
