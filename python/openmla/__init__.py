@@ -7,18 +7,21 @@
     openmla.write_kv(kv_latent, k_rope, slots, kv_cache)   # quantizing scatter into the cache
     pool = openmla.PagePool(num_pages)                     # page accounting for speculative decoding
 
-Tensors come through DLPack (PyTorch, CuPy, JAX, NumPy) and are never copied. openmla.reference
-runs the exact CPU oracle on NumPy arrays; openmla.fp8 holds the host codecs; openmla.flash_mla is
-a drop-in for FlashMLA's Python interface.
+Tensors come through DLPack (PyTorch, CuPy, JAX, NumPy) and are never copied; the GPU entry points
+take CUDA tensors. openmla.reference runs the exact CPU oracle on host arrays; openmla.fp8 holds
+the host codecs; openmla.flash_mla is a drop-in for FlashMLA's Python interface.
 
-Errors: ValueError for a bad argument (the message names it), TypeError for a wrong dtype or a
-non-tensor, NotImplementedError for what this build or device does not support, RuntimeError for
-CUDA failures; PoolExhausted (a ValueError) when the page pool runs out.
+Errors: ValueError for a bad argument (the message names it, e.g. "kv_latent: expected a CUDA
+tensor, got a NumPy array"), TypeError for a wrong dtype or a non-tensor, NotImplementedError for
+what this build or device does not support, RuntimeError for CUDA failures; PoolExhausted (a
+ValueError) when the page pool runs out. Values in device memory (lengths, page ids, slots) are
+checked by the kernels instead: the affected rows are NaN and a DeviceError flag is set in the
+device error word (Decoder.device_errors()).
+
+The package is typed (py.typed; stubs for the native module openmla._C).
 """
 
 from __future__ import annotations
-
-import enum
 
 from . import _C
 from ._C import (
@@ -45,21 +48,10 @@ from ._C import (
     pages_for_budget,
 )
 from . import fp8, reference
+from ._errors import DeviceError
 from .api import Decoder, decode, view_as, write_kv
 
 __version__ = _C.__version__
-
-
-class DeviceError(enum.IntFlag):
-    """Bits of the sticky device error word (Decoder.device_errors(), reference results)."""
-
-    NONE = 0
-    NEGATIVE_SEQLEN = _C.DEVICE_ERROR_NEGATIVE_SEQLEN
-    SEQLEN_BEYOND_TABLE = _C.DEVICE_ERROR_SEQLEN_BEYOND_TABLE
-    SEQLEN_BELOW_QUERY_LEN = _C.DEVICE_ERROR_SEQLEN_BELOW_QUERY_LEN
-    PAGE_ID_OUT_OF_RANGE = _C.DEVICE_ERROR_PAGE_ID_OUT_OF_RANGE
-    SLOT_OUT_OF_RANGE = _C.DEVICE_ERROR_SLOT_OUT_OF_RANGE
-    PLAN_MISMATCH = _C.DEVICE_ERROR_PLAN_MISMATCH
 
 
 __all__ = [

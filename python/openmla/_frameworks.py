@@ -59,6 +59,7 @@ def as_dtype(value: Any, name: str) -> DType:
 
 
 def as_kv_format(value: Any, name: str = "kv_format") -> KVFormat:
+    """KVFormat from a KVFormat or a name ('bf16', 'fp16', 'fp8_e4m3', 'fp8_ds_mla')."""
     if isinstance(value, KVFormat):
         return value
     if isinstance(value, str):
@@ -80,22 +81,25 @@ def kv_format_of(kv_cache: Any, kv_format: Any) -> KVFormat:
 
 
 def as_backend(value: Any) -> Backend:
+    """Backend from a Backend or 'auto' / 'portable' / 'sm90'."""
     if isinstance(value, Backend):
         return value
     if isinstance(value, str) and value in ("auto", "portable", "sm90"):
-        return getattr(Backend, value)
+        return Backend[value]
     raise ValueError(f"backend: expected 'auto', 'portable', 'sm90' or an openmla.Backend, got {value!r}")
 
 
 def as_fp8_math(value: Any) -> Fp8Math:
+    """Fp8Math from an Fp8Math or 'off' / 'qk_and_pv'."""
     if isinstance(value, Fp8Math):
         return value
     if isinstance(value, str) and value in ("off", "qk_and_pv"):
-        return getattr(Fp8Math, value)
+        return Fp8Math[value]
     raise ValueError(f"fp8_math: expected 'off', 'qk_and_pv' or an openmla.Fp8Math, got {value!r}")
 
 
 def as_float(value: Any, name: str) -> float:
+    """float(value), or TypeError naming the argument."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -114,7 +118,7 @@ def torch_or_none() -> Any:
     if not _torch_checked:
         _torch_checked = True
         try:
-            import torch  # noqa: PLC0415 (lazy on purpose: no build- or import-time dependency)
+            import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 (lazy: optional)
 
             _torch_module = torch
         except ImportError:
@@ -161,7 +165,7 @@ def empty_like(like: Any, shape: Sequence[int], dtype: DType, name: str) -> Any:
             import numpy
 
             return numpy.empty(shape, dtype=np_name)
-        import cupy
+        import cupy  # type: ignore[import-not-found,unused-ignore]
 
         with cupy.cuda.Device(like.device.id):
             return cupy.empty(shape, dtype=np_name)
@@ -191,13 +195,13 @@ def resolve_stream(stream: Any, like: Any = None) -> int:
         )
     fw = framework(like) if like is not None else None
     if fw == "cupy":
-        import cupy
+        import cupy  # type: ignore[import-not-found,unused-ignore]
 
-        return cupy.cuda.get_current_stream().ptr
+        return int(cupy.cuda.get_current_stream().ptr)
     torch = torch_or_none()
     if torch is not None and torch.cuda.is_available():
         device = like.device if fw == "torch" and like.device.type == "cuda" else None
-        return torch.cuda.current_stream(device).cuda_stream
+        return int(torch.cuda.current_stream(device).cuda_stream)
     return 0
 
 

@@ -1,8 +1,10 @@
 """The GPU entry points: decode, Decoder (plan once per step, run per layer), write_kv.
 
 Tensors are anything DLPack speaks (PyTorch, CuPy, JAX, NumPy); they are passed to the C++ library
-as views, never copied. Outputs are either passed in (out=, lse=: what CUDA graphs need) or
-allocated with the input's framework on the input's device.
+as views, never copied. The GPU entry points take CUDA tensors only: a CPU tensor or a NumPy array
+raises ValueError naming the argument (openmla.reference runs the same computations on the CPU).
+Outputs are either passed in (out=, lse=: what CUDA graphs need) or allocated with the input's
+framework on the input's device.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import _C
 from ._C import DecodePlan, DecodeShape, DType, KVFormat
+from ._errors import DeviceError, as_device_error
 from ._frameworks import (
     as_backend,
     as_dtype,
@@ -19,17 +22,26 @@ from ._frameworks import (
     as_kv_format,
     cuda_device_index,
     empty_like,
+    framework,
     kv_format_of,
     resolve_stream,
     torch_or_none,
 )
 
+__all__ = ["Decoder", "decode", "shape_of_q", "view_as", "write_kv"]
+
 HEAD_DIM_V = _C.HEAD_DIM_V
 
 
-def view_as(tensor: Any, dtype: Any) -> "_C.Reinterpreted":
-    """Pass `tensor` with element type `dtype` (same size): e.g. a NumPy uint16 array holding
-    bfloat16 bits, or a uint8 array holding float8_e4m3fn values. Nothing is copied."""
+def view_as(tensor: Any, dtype: Any) -> _C.Reinterpreted:
+    """Pass `tensor` to any openmla call with element type `dtype`; nothing is copied.
+
+    For data whose framework cannot name its type: a NumPy uint16 array holding bfloat16 bits, a
+    uint8 array holding float8_e4m3fn values. `tensor` is any DLPack tensor; `dtype` a DType, a
+    name ('bfloat16', 'float8_e4m3fn') or a torch/NumPy dtype of the same element size.
+
+    Raises TypeError when `tensor` is no tensor, `dtype` is unknown, or the element sizes differ.
+    """
     return _C.Reinterpreted(tensor, as_dtype(dtype, "dtype"))
 
 
@@ -58,10 +70,21 @@ class Decoder:
     plan() and run() must see the same cache_seqlens tensor (same memory). Both only launch
     kernels on the stream (default: PyTorch's current stream), so a step can be captured in a
     torch.cuda.CUDAGraph and replayed after new lengths are copied into cache_seqlens.
+
+    Arguments: batch_size (b), num_heads (h_q: 8, 16, 32, 64 or 128) and q_len (s_q, 1 to
+    MAX_QUERY_LEN) fix the shape; q_dtype "bfloat16" or "float16"; kv_format "bf16", "fp16",
+    "fp8_e4m3" or "fp8_ds_mla" (or a KVFormat); causal: query i of a request sees positions up to
+    its own. device: None (torch's current device when torch is installed), an index, "cuda:N" or
+    a torch.device. backend "auto", "portable" or "sm90"; num_parts: 0 (automatic) or the number
+    of split-KV parts per query tile (results do not depend on it).
     fp8_math="qk_and_pv" (fp8_e4m3 caches, sm90 only) runs both products on e4m3 tensor cores
     (docs/hopper-kernel.md, "FP8 math"; accuracy in docs/fp8-accuracy.md).
-    The workspace is a torch uint8 tensor unless one is passed (any DLPack CUDA tensor of
-    workspace_bytes bytes, 256-byte aligned).
+    workspace: a torch uint8 tensor is allocated unless one is passed (any contiguous DLPack CUDA
+    tensor of workspace_bytes bytes, 256-byte aligned). stream: as for run().
+
+    Raises ValueError for a shape or option the library does not take, TypeError for a bad dtype
+    name (or when torch is missing to allocate the workspace), NotImplementedError when there is no
+    CUDA device or the backend or format is not in this build or not on this device.
     """
 
     def __init__(
@@ -79,7 +102,7 @@ class Decoder:
         stream: Any = None,
         fp8_math: Any = "off",
     ) -> None:
-        self.shape = DecodeShape(
+        self.shape: DecodeShape = DecodeShape(
             batch_size=batch_size,
             num_heads=num_heads,
             q_len=q_len,
@@ -91,8 +114,8 @@ class Decoder:
         torch = torch_or_none()
         if index < 0 and torch is not None and torch.cuda.is_available():
             index = torch.cuda.current_device()  # torch's notion of "current", not only the runtime's
-        self.plan_ = DecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts, device=index,
-                                fp8_math=as_fp8_math(fp8_math))
+        self.plan_: DecodePlan = DecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts,
+                                            device=index, fp8_math=as_fp8_math(fp8_math))
         if workspace is None:
             if torch is None:
                 raise TypeError(
@@ -100,23 +123,33 @@ class Decoder:
                     f"{self.plan_.workspace_bytes} bytes"
                 )
             workspace = torch.empty(self.plan_.workspace_bytes, dtype=torch.uint8, device=f"cuda:{self.plan_.device}")
-        self.workspace = workspace
+        self.workspace: Any = workspace
         DecodePlan.reset_device_errors(workspace, resolve_stream(stream, workspace))
 
     @property
     def workspace_bytes(self) -> int:
+        """Bytes of device memory the plan needs (the workspace's size)."""
         return self.plan_.workspace_bytes
 
     @property
-    def backend(self) -> "_C.Backend":
+    def backend(self) -> _C.Backend:
+        """The kernel family "auto" resolved to: Backend.portable or Backend.sm90."""
         return self.plan_.backend
 
     @property
     def device(self) -> int:
+        """The CUDA device index of the plan and its workspace."""
         return self.plan_.device
 
     def plan(self, cache_seqlens: Any, stream: Any = None) -> None:
-        """Schedules the step for the device-resident cache_seqlens [b] int32 (once per step)."""
+        """Schedules the step from the device-resident lengths, once per step (one small kernel,
+        no host synchronisation).
+
+        cache_seqlens: CUDA int32 tensor [b]; every run() of the step must get this same tensor.
+        stream: an int (cudaStream_t), a torch.cuda.Stream or a cupy.cuda.Stream; default: the
+        current stream of the input's framework (else PyTorch's, else the legacy default stream).
+        Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
+        """
         self.plan_.plan(cache_seqlens, self.workspace, resolve_stream(stream, cache_seqlens))
 
     def run(
@@ -131,8 +164,21 @@ class Decoder:
         kv_scale: float = 1.0,
         stream: Any = None,
     ) -> Tuple[Any, Any]:
-        """One layer's attention with the schedule plan() wrote. Returns (out, lse):
-        out [b, s_q, h_q, 512] (q's dtype), lse [b, s_q, h_q] float32 (any strides)."""
+        """One layer's attention with the schedule plan() wrote. Returns (out, lse).
+
+        q [b, s_q, h_q, 576] in q_dtype; kv_cache [num_pages, 64, (1,) W] in the Decoder's
+        kv_format (W = 576 elements, or 576 / 656 bytes for fp8_e4m3 / fp8_ds_mla);
+        block_table [b, max_pages] int32 (page ids; entry j of row r holds positions
+        [64 j, 64 j + 64) of request r); cache_seqlens [b] int32, the tensor plan() saw;
+        softmax_scale > 0; kv_scale: per-tensor scale of an fp8_e4m3 cache (value = code *
+        kv_scale). out [b, s_q, h_q, 512] (q's dtype) and lse [b, s_q, h_q] float32 (natural log,
+        any strides) are written in place when given, else allocated like q. All tensors are CUDA
+        tensors on the Decoder's device. stream: as for plan().
+
+        Device-resident values (lengths, page ids) are not checked on the host: the rows of a
+        request with a bad one come back NaN and device_errors() says which guard fired. Raises
+        ValueError / TypeError for a bad shape, dtype, stride or device.
+        """
         out, lse = _outputs(q, self.shape, out, lse)
         self.plan_.run(
             q,
@@ -148,11 +194,14 @@ class Decoder:
         )
         return out, lse
 
-    def device_errors(self, stream: Any = None) -> int:
-        """DeviceErrorBits raised by kernels since the last reset (synchronizes the stream)."""
-        return DecodePlan.read_device_errors(self.workspace, resolve_stream(stream, self.workspace))
+    def device_errors(self, stream: Any = None) -> DeviceError:
+        """The DeviceError flags set since the last reset (DeviceError.NONE when no guard fired),
+        by this Decoder's kernels and by write_kv calls given its workspace. Synchronizes the
+        stream (default: as for plan())."""
+        return as_device_error(DecodePlan.read_device_errors(self.workspace, resolve_stream(stream, self.workspace)))
 
     def reset_device_errors(self, stream: Any = None) -> None:
+        """Clears the device error word (an asynchronous write on the stream, capturable)."""
         DecodePlan.reset_device_errors(self.workspace, resolve_stream(stream, self.workspace))
 
     def __repr__(self) -> str:
@@ -162,7 +211,7 @@ class Decoder:
         )
 
 
-_plan_cache: Dict[tuple, DecodePlan] = {}
+_plan_cache: Dict[Tuple[Any, ...], DecodePlan] = {}
 
 
 def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> DecodePlan:
@@ -179,7 +228,10 @@ def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> 
 
 
 def shape_of_q(q: Any, kv_format: KVFormat, causal: bool) -> Tuple[DecodeShape, str, int]:
-    """DecodeShape from q's dims and dtype, plus q's device type and index."""
+    """(DecodeShape, device type 'cpu' | 'cuda', device index) from q's dims and dtype.
+
+    q: [b, s_q, h_q, 576] bfloat16/float16. Raises ValueError for another shape, TypeError for
+    another dtype or a non-tensor."""
     dtype, dims, device, device_id = _C.describe(q, "q")
     if len(dims) != 4 or dims[3] != _C.HEAD_DIM_QK:
         raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(dims)}")
@@ -215,15 +267,22 @@ def decode(
     block_table [b, max_pages] int32; cache_seqlens [b] int32. Query i of request r sits at position
     cache_seqlens[r] - s_q + i; with causal it sees positions up to its own. out [b, s_q, h_q, 512]
     and lse [b, s_q, h_q] float32 are allocated like q unless given. A request of length 0 gives
-    out 0 and lse -inf.
+    out 0 and lse -inf. kv_scale: per-tensor scale of an fp8_e4m3 cache (value = code * kv_scale).
 
     Plans and runs in one call (two kernels). For many layers per step use a Decoder, which plans
-    once. plan=/workspace= reuse a DecodePlan and its workspace (any DLPack CUDA tensor).
+    once. plan=/workspace= reuse a DecodePlan and its workspace (any DLPack CUDA tensor);
+    stream, backend and num_parts as for Decoder.
+
+    Raises ValueError for a bad shape, stride or value, or a tensor not on the GPU (a CPU tensor
+    or NumPy array: openmla.reference.decode runs on the CPU); TypeError for a bad dtype;
+    NotImplementedError for what this build or device does not support. Bad lengths or page ids in
+    device memory give NaN rows (a Decoder reports which guard fired: Decoder.device_errors()).
     """
     fmt = kv_format_of(kv_cache, kv_format)
     shape, device, device_id = shape_of_q(q, fmt, causal)
     if device != "cuda":
-        raise ValueError("q: expected a CUDA tensor, got a CPU tensor (openmla.reference.decode runs on the CPU)")
+        got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
+        raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.decode runs on the CPU)")
     if plan is None:
         plan = _plan_for(shape, backend, num_parts, device_id)
     s = resolve_stream(stream, q)
@@ -248,9 +307,16 @@ def write_kv(
 ) -> None:
     """Scatters new tokens into the paged cache on the GPU, converting/quantizing to its format.
 
-    kv_latent [n, 512] and k_rope [n, 64] (bf16, fp16 or float32); slots [n] int32/int64 =
-    page_id * 64 + offset (negative = skip). One kernel, no host sync, graph-capturable. With
-    workspace= (a Decoder's workspace), slots beyond the cache are flagged in its device error word.
+    kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 =
+    page_id * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W] as for decode,
+    written in place; kv_format inferred from the cache when None; kv_scale: an fp8_e4m3 cache
+    stores e4m3(x / kv_scale). One kernel, no host sync, graph-capturable. stream as for Decoder.
+    With workspace= (a Decoder's workspace), slots beyond the cache are skipped and flagged as
+    DeviceError.SLOT_OUT_OF_RANGE (read with Decoder.device_errors()); without it they are only
+    skipped.
+
+    Raises ValueError for a bad shape or a tensor not on the GPU (a CPU tensor or NumPy array:
+    openmla.reference.write_kv runs on the CPU), TypeError for a bad dtype or stream.
     """
     _C.write_kv(
         kv_latent,

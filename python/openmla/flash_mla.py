@@ -22,6 +22,14 @@ Both call styles that engines use work, with PyTorch tensors:
   first flash_mla_with_kvcache call fills; later calls with the same object must have the same
   shapes and lengths (as FlashMLA requires), and are checked against the recorded config.
 
+Block tables are read as FlashMLA reads them: entry j of request r at block_table[r * row_stride +
+j] for j < ceil(cache_seqlens[r] / 64), whatever the view's width. Engines rely on it: a CUDA graph
+captured with a narrow view of a wider buffer (``kv_indices[:bs, :cdiv(capture_len, 64)]``) is
+replayed with longer requests whose page ids sit further along each buffer row. The view is
+widened to its row stride, bounded by the memory behind it (the last row up to the end of the
+tensor's storage), before it reaches OpenMLA's decode, which still flags page ids outside the
+cache and never reads past that bound.
+
 When the schedule is (re)computed: at the first call of a step, i.e. when the step marker (the
 sched_meta object, or the metadata tensor together with the count of older-style
 get_mla_metadata calls), the cache_seqlens tensor or the CUDA-graph capture changes. Every layer
@@ -48,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _C
 from ._C import DecodePlan, DecodeShape, DType, KVFormat
@@ -60,12 +68,18 @@ _HEAD_DIM_V = _C.HEAD_DIM_V
 _TILE_SCHEDULER_METADATA_SIZE = 8  # FlashMLA's int32 words per SM part; only the shape matters here
 
 
+_tokens: Iterator[int] = itertools.count(1)  # FlashMLASchedMeta identities
+
+
 @dataclasses.dataclass
 class FlashMLASchedMeta:
-    """FlashMLA's scheduler object (current interface), filled on first use."""
+    """FlashMLA's scheduler object (current interface): get_mla_metadata() returns an empty one,
+    the first flash_mla_with_kvcache call records its config, later calls must match it."""
 
     @dataclasses.dataclass
     class Config:
+        """The shape a FlashMLASchedMeta was first used with."""
+
         b: int
         s_q: int
         h_q: int
@@ -84,14 +98,16 @@ class FlashMLASchedMeta:
     _token: int = dataclasses.field(default_factory=lambda: next(_tokens), repr=False)
 
 
-_tokens = itertools.count(1)
 _generation = 0  # older-style get_mla_metadata calls so far: each one may carry new lengths
 _empty_lse_flashmla = os.environ.get("OPENMLA_FLASH_MLA_EMPTY_LSE", "-inf").strip() == "+inf"
 _num_sms: Dict[int, int] = {}
 
 
 def set_empty_lse(value: str) -> None:
-    """lse returned for requests of length 0: "-inf" (OpenMLA, default) or "+inf" (FlashMLA)."""
+    """lse returned for requests of length 0: "-inf" (OpenMLA, default) or "+inf" (FlashMLA).
+
+    Process-wide; the environment variable OPENMLA_FLASH_MLA_EMPTY_LSE sets the initial value.
+    Raises ValueError for any other value."""
     global _empty_lse_flashmla
     if value not in ("-inf", "+inf"):
         raise ValueError(f"value: expected '-inf' or '+inf', got {value!r}")
@@ -118,11 +134,27 @@ def get_mla_metadata(
     num_heads_q: Optional[int] = None,
     is_fp8_kvcache: bool = False,
     topk: Optional[int] = None,
+    *,
+    num_heads_per_head_k: Optional[int] = None,
 ) -> Tuple[Any, Any]:
-    """Older style (cache_seqlens given): (tile_scheduler_metadata int32 [num_sms, 8],
-    num_splits int32 [b + 1]), step markers for flash_mla_with_kvcache (see the module docstring).
-    Current style (no arguments): (FlashMLASchedMeta(), None)."""
+    """FlashMLA's scheduling call. Returns a step marker for flash_mla_with_kvcache.
+
+    Older style (cache_seqlens given): cache_seqlens int32 [b] on the GPU, num_q_tokens_per_head_k
+    = s_q * h_q // h_kv (num_heads_per_head_k is FlashMLA's earlier name for it), num_heads_k = 1.
+    Returns (tile_scheduler_metadata int32 [num_sms, 8], num_splits int32 [b + 1]): FlashMLA's
+    shapes, uninitialised contents (see the module docstring).
+    Current style (no arguments): returns (FlashMLASchedMeta(), None).
+    num_heads_q and is_fp8_kvcache are accepted and not needed.
+
+    Raises NotImplementedError for topk (sparse attention), ValueError / TypeError for a bad
+    argument, ImportError without PyTorch.
+    """
     global _generation
+    if num_heads_per_head_k is not None:
+        if num_q_tokens_per_head_k is not None and num_q_tokens_per_head_k != num_heads_per_head_k:
+            raise ValueError(f"num_heads_per_head_k: the older name of num_q_tokens_per_head_k; got both, "
+                             f"{num_heads_per_head_k!r} and {num_q_tokens_per_head_k!r}")
+        num_q_tokens_per_head_k = num_heads_per_head_k
     if topk is not None:
         raise NotImplementedError("topk: sparse attention (top-k indices) is not implemented by openmla.flash_mla")
     if cache_seqlens is None:
@@ -164,7 +196,7 @@ class _PlanState:
         self.planned_for: Any = None
 
 
-_states: Dict[tuple, _PlanState] = {}
+_states: Dict[Tuple[Any, ...], _PlanState] = {}
 
 
 def _state_for(torch: Any, shape: DecodeShape, device_index: int, stream: int) -> _PlanState:
@@ -180,6 +212,41 @@ def _state_for(torch: Any, shape: DecodeShape, device_index: int, stream: int) -
         DecodePlan.reset_device_errors(workspace, stream)
         state = _states[key] = _PlanState(plan, workspace)
     return state
+
+
+def _row_stride_width(
+    rows: int, width: int, row_stride: int, col_stride: int, storage_offset: int, storage_elems: int
+) -> int:
+    """The width a [rows, width] block-table view may be read with when rows are addressed by their
+    stride (FlashMLA's rule): row_stride for every row but the last, which stops at the end of the
+    storage. All quantities in elements: storage_offset is where the view starts in its storage,
+    storage_elems what the storage holds. The view's own width when the layout has no room to
+    widen (columns not contiguous, rows overlapping, or a view reaching the storage's end). Never
+    more than an int32 length can need (MAX_POOL_PAGES pages).
+    """
+    if rows < 1 or width < 1 or col_stride != 1 or row_stride < width or storage_offset < 0:
+        return width
+    room = storage_elems - storage_offset - (rows - 1) * row_stride  # what the last row may span
+    return max(width, min(row_stride, room, _C.MAX_POOL_PAGES))
+
+
+def _widened_block_table(block_table: Any) -> Any:
+    """block_table seen with the width _row_stride_width() allows: same data pointer, same strides.
+    Tensors without storage information, or of another rank, pass unchanged (the decode's own
+    checks then apply to them as given)."""
+    if block_table.dim() != 2:
+        return block_table
+    try:
+        storage_bytes = block_table.untyped_storage().nbytes()
+    except (AttributeError, NotImplementedError, RuntimeError):  # no storage behind the tensor
+        return block_table
+    rows, width = int(block_table.shape[0]), int(block_table.shape[1])
+    row_stride, col_stride = (int(s) for s in block_table.stride())
+    bound = _row_stride_width(rows, width, row_stride, col_stride, int(block_table.storage_offset()),
+                             storage_bytes // block_table.element_size())
+    if bound == width:
+        return block_table
+    return block_table.as_strided((rows, bound), (row_stride, col_stride))
 
 
 def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
@@ -228,8 +295,16 @@ def flash_mla_with_kvcache(
 
     q [b, s_q, h_q, 576] bf16/fp16; k_cache [num_blocks, 64, 1, 576] bf16/fp16, or with
     is_fp8_kvcache [num_blocks, 64, 1, 656] uint8/float8_e4m3fn (ds_mla); block_table [b, max_blocks]
-    int32; cache_seqlens [b] int32; head_dim_v = 512; softmax_scale defaults to 576 ** -0.5.
-    tile_scheduler_metadata: what get_mla_metadata returned (either style); num_splits: ignored."""
+    int32, read by row stride (see the module docstring); cache_seqlens [b] int32; head_dim_v = 512;
+    softmax_scale defaults to 576 ** -0.5; causal: query i of request r sees positions up to
+    cache_seqlens[r] - s_q + i. tile_scheduler_metadata: what get_mla_metadata returned (either
+    style); num_splits: ignored. All tensors are torch CUDA tensors on one device; the call runs
+    on torch's current stream and can be captured in a CUDA graph.
+
+    A request whose length or page ids are bad gets NaN rows (never a read outside the cache).
+    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a
+    bad argument (named in the message).
+    """
     _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
                 extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
                 extra_topk_length=extra_topk_length)
@@ -278,7 +353,7 @@ def flash_mla_with_kvcache(
         _check_config(tile_scheduler_metadata, FlashMLASchedMeta.Config(
             b, s_q, h_q, int(k_cache.shape[1]), int(k_cache.shape[2]) if k_cache.dim() == 4 else 1, bool(causal),
             bool(is_fp8_kvcache), None, None, None))
-        step = ("meta", tile_scheduler_metadata._token)
+        step: Tuple[Any, ...] = ("meta", tile_scheduler_metadata._token)
     elif isinstance(tile_scheduler_metadata, torch.Tensor):
         step = ("tensor", tile_scheduler_metadata.data_ptr(), _generation)
     else:
@@ -302,8 +377,8 @@ def flash_mla_with_kvcache(
     out = torch.empty((b, s_q, h_q, _HEAD_DIM_V), dtype=q.dtype, device=device)
     softmax_lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=device)
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
-    state.plan.run(q, k_cache, block_table, cache_seqlens, float(softmax_scale), out, softmax_lse.transpose(1, 2),
-                   state.workspace, stream, 1.0)
+    state.plan.run(q, k_cache, _widened_block_table(block_table), cache_seqlens, float(softmax_scale), out,
+                   softmax_lse.transpose(1, 2), state.workspace, stream, 1.0)
     if _empty_lse_flashmla:
         softmax_lse.masked_fill_(torch.isneginf(softmax_lse), float("inf"))
     return out, softmax_lse

@@ -1,8 +1,9 @@
 """The CPU oracle through the binding: exact (float64) decode and the CPU write_kv, on CPU tensors.
 
-Same argument conventions as openmla.decode / openmla.write_kv. NumPy has no bfloat16: pass bf16
-data as uint16 through openmla.view_as(array, "bfloat16") (ml_dtypes bfloat16 arrays are
-recognised as they are).
+Same argument conventions as openmla.decode / openmla.write_kv, on CPU tensors (NumPy arrays, CPU
+torch tensors, anything DLPack speaks in host memory). NumPy has no bfloat16: pass bf16 data as
+uint16 through openmla.view_as(array, "bfloat16") (ml_dtypes bfloat16 arrays are recognised as
+they are). Bad arguments raise as the GPU entry points do (ValueError, TypeError).
 """
 
 from __future__ import annotations
@@ -13,14 +14,19 @@ import numpy as np
 
 from . import _C
 from ._C import DType
+from ._errors import DeviceError, as_device_error
 from ._frameworks import as_dtype, as_float, as_fp8_math, kv_format_of
 from .api import HEAD_DIM_V, shape_of_q
 
+__all__ = ["ReferenceResult", "decode", "read_kv_token", "write_kv"]
+
 
 class ReferenceResult(NamedTuple):
-    out: Any  # [b, s_q, h_q, 512]
-    lse: Any  # [b, s_q, h_q]
-    device_errors: int  # the DeviceErrorBits the GPU kernel would raise for the same input
+    """What reference.decode returns: the outputs and the guards the GPU kernel would report."""
+
+    out: Any  #: [b, s_q, h_q, 512]
+    lse: Any  #: [b, s_q, h_q], natural log
+    device_errors: DeviceError  #: the flags the GPU kernel would set for the same input
 
 
 def decode(
@@ -37,12 +43,17 @@ def decode(
     out_dtype: Any = "float64",
     fp8_math: Any = "off",
 ) -> ReferenceResult:
-    """Exact attention (float64 accumulation) over the dequantized cache.
+    """Exact attention (float64 accumulation) over the dequantized cache, on the CPU.
 
-    out/lse are NumPy arrays of out_dtype (float64 or float32; lse float32 when out_dtype is
-    float32) unless given. Rows of a request whose length or page ids are bad get NaN, as the GPU
-    kernel's guards do; device_errors says which guard fired. fp8_math="qk_and_pv" (fp8_e4m3 caches):
-    the arithmetic of Decoder(fp8_math="qk_and_pv") instead (quantized query rows, e4m3 weights)."""
+    Arguments as openmla.decode (CPU tensors): q [b, s_q, h_q, 576] bf16/fp16, kv_cache
+    [num_pages, 64, (1,) W], block_table [b, max_pages] int32, cache_seqlens [b] int32.
+    out/lse are NumPy arrays of out_dtype (float64 or float32) unless given. Rows of a request whose
+    length or page ids are bad get NaN, as the GPU kernel's guards do; device_errors says which
+    guard fired. fp8_math="qk_and_pv" (fp8_e4m3 caches): the arithmetic of
+    Decoder(fp8_math="qk_and_pv") instead (quantized query rows, e4m3 weights).
+
+    Raises ValueError / TypeError for bad arguments, as openmla.decode.
+    """
     fmt = kv_format_of(kv_cache, kv_format)
     shape, _, _ = shape_of_q(q, fmt, causal)
     dtype = as_dtype(out_dtype, "out_dtype")
@@ -56,19 +67,23 @@ def decode(
         lse = np.empty((b, s_q, h_q), dtype=np_dtype)
     errors = _C.reference.decode(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"),
                                  out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math))
-    return ReferenceResult(out, lse, errors)
+    return ReferenceResult(out, lse, as_device_error(errors))
 
 
 def write_kv(
     kv_latent: Any, k_rope: Any, slots: Any, kv_cache: Any, kv_format: Any = None, kv_scale: float = 1.0
-) -> int:
-    """CPU write_kv with the GPU writer's codecs and skip rules; returns DeviceErrorBits
-    (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped)."""
-    return _C.reference.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format_of(kv_cache, kv_format),
-                                 as_float(kv_scale, "kv_scale"))
+) -> DeviceError:
+    """CPU write_kv with the GPU writer's codecs and skip rules; arguments as openmla.write_kv on
+    CPU tensors (kv_cache written in place). Returns the DeviceError flags:
+    SLOT_OUT_OF_RANGE when a slot lies beyond the cache (such slots are skipped)."""
+    return as_device_error(_C.reference.write_kv(kv_latent, k_rope, slots, kv_cache,
+                                                 kv_format_of(kv_cache, kv_format), as_float(kv_scale, "kv_scale")))
 
 
 def read_kv_token(kv_cache: Any, page: int, offset: int, kv_format: Any = None, kv_scale: float = 1.0) -> np.ndarray:
-    """The 576 float32 values decode reads for one cached token (512 latent, then 64 rope)."""
+    """The 576 float32 values decode reads for one cached token (512 latent, then 64 rope).
+
+    kv_cache: a CPU cache as for decode; page in [0, num_pages), offset in [0, 64). Raises
+    ValueError when either is out of range."""
     return _C.reference.read_kv_token(kv_cache, int(page), int(offset), kv_format_of(kv_cache, kv_format),
                                       as_float(kv_scale, "kv_scale"))

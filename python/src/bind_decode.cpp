@@ -22,11 +22,15 @@ struct Workspace {
   size_t bytes = 0;
 };
 
+constexpr const char* kDecodeOnCpu = "openmla.reference.decode runs on the CPU";
+constexpr const char* kWriteOnCpu = "openmla.reference.write_kv runs on the CPU";
+
 Workspace workspace_arg(nb::handle obj, int device) {
   Workspace ws;
   ws.tensor = output_tensor(obj, "workspace");
   const TensorView& v = ws.tensor.view;
-  if (v.device != DeviceType::kCUDA || v.device_id != device)
+  require_cuda(v, obj, "workspace");
+  if (v.device_id != device)
     throw nb::value_error(("workspace: expected a tensor on cuda:" + std::to_string(device) + ", got a tensor on " +
                            (v.device == DeviceType::kCUDA ? "cuda:" : "cpu:") + std::to_string(v.device_id))
                               .c_str());
@@ -51,7 +55,7 @@ void register_decode(nb::module_& m) {
       .value("fp8_ds_mla", KVFormat::kFP8DsMla,
              "512 e4m3 | 4 float32 tile scales | 64 bf16 rope (656 B), FlashMLA / vLLM fp8_ds_mla");
 
-  nb::enum_<Backend>(m, "Backend", "Decode kernel family.")
+  nb::enum_<Backend>(m, "Backend", "Decode kernel family (DecodePlan's backend argument).")
       .value("auto", Backend::kAuto,
              "OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0 (every cache format "
              "and shape), portable elsewhere")
@@ -62,9 +66,10 @@ void register_decode(nb::module_& m) {
       .value("off", Fp8Math::kOff, "bf16/fp16 math on the exactly dequantized cache (default)")
       .value("qk_and_pv", Fp8Math::kQkAndPv,
              "query quantized per row (power-of-two scale); Q K^T and P V on e4m3 tensor cores");
-  m.def("fp8_math_name", &fp8_math_name, "math"_a);
+  m.def("fp8_math_name", &fp8_math_name, "math"_a, "The name of an Fp8Math value ('off', 'qk_and_pv').");
 
-  m.def("kv_format_name", &kv_format_name, "format"_a);
+  m.def("kv_format_name", &kv_format_name, "format"_a,
+        "The name of a KVFormat ('bf16', 'fp16', 'fp8_e4m3', 'fp8_ds_mla').");
   m.def(
       "parse_kv_format",
       [](const std::string& name) {
@@ -74,9 +79,11 @@ void register_decode(nb::module_& m) {
               ("kv_format: expected one of bf16, fp16, fp8_e4m3, fp8_ds_mla, got '" + name + "'").c_str());
         return f;
       },
-      "name"_a);
-  m.def("kv_bytes_per_token", [](KVFormat f) { return kv_bytes_per_token(f); }, "format"_a);
-  m.def("backend_name", &backend_name, "backend"_a);
+      "name"_a, "The KVFormat named 'bf16', 'fp16', 'fp8_e4m3' or 'fp8_ds_mla'; ValueError for another name.");
+  m.def(
+      "kv_bytes_per_token", [](KVFormat f) { return kv_bytes_per_token(f); }, "format"_a,
+      "Bytes one token occupies in a cache of this format (1152, 1152, 576, 656).");
+  m.def("backend_name", &backend_name, "backend"_a, "The name of a Backend ('auto', 'portable', 'sm90').");
   m.attr("PAGE_SIZE") = kPageSize;
   m.attr("HEAD_DIM_QK") = kHeadDimQK;
   m.attr("HEAD_DIM_V") = kHeadDimV;
@@ -84,7 +91,10 @@ void register_decode(nb::module_& m) {
   m.attr("MAX_QUERY_LEN") = kMaxQueryLen;
   m.attr("DS_MLA_BYTES_PER_TOKEN") = kDsMlaBytesPerToken;
 
-  nb::class_<DecodeShape>(m, "DecodeShape", "Everything about a decode step that is fixed when planning.")
+  nb::class_<DecodeShape>(m, "DecodeShape",
+                          "Everything about a decode step that is fixed when planning: batch_size (b), q_len (s_q, "
+                          "1 to MAX_QUERY_LEN), num_heads (h_q: 8, 16, 32, 64 or 128), q_dtype (bfloat16 or "
+                          "float16), kv_format and causal. Checked when a DecodePlan is built (ValueError).")
       .def(
           "__init__",
           [](DecodeShape* self, int batch_size, int num_heads, int q_len, DType q_dtype, KVFormat kv_format,
@@ -92,23 +102,32 @@ void register_decode(nb::module_& m) {
             new (self) DecodeShape{batch_size, q_len, num_heads, q_dtype, kv_format, causal};
           },
           "batch_size"_a, "num_heads"_a, "q_len"_a = 1, "q_dtype"_a = DType::kBFloat16,
-          "kv_format"_a = KVFormat::kBF16, "causal"_a = true)
-      .def_rw("batch_size", &DecodeShape::batch_size)
-      .def_rw("q_len", &DecodeShape::q_len)
-      .def_rw("num_heads", &DecodeShape::num_heads)
-      .def_rw("q_dtype", &DecodeShape::q_dtype)
-      .def_rw("kv_format", &DecodeShape::kv_format)
-      .def_rw("causal", &DecodeShape::causal)
+          "kv_format"_a = KVFormat::kBF16, "causal"_a = true, "A shape; the values are checked by DecodePlan.")
+      .def_rw("batch_size", &DecodeShape::batch_size, "Requests per step (b).")
+      .def_rw("q_len", &DecodeShape::q_len, "Query tokens per request (s_q): 1 for decode, more for MTP verify.")
+      .def_rw("num_heads", &DecodeShape::num_heads, "Query heads (h_q); MLA has one shared KV head.")
+      .def_rw("q_dtype", &DecodeShape::q_dtype, "Element type of q and out (DType.bfloat16 or DType.float16).")
+      .def_rw("kv_format", &DecodeShape::kv_format, "Format of the paged KV cache.")
+      .def_rw("causal", &DecodeShape::causal,
+              "Query i of request r sees positions up to cache_seqlens[r] - q_len + i (else all positions).")
       .def("__repr__", &shape_repr)
-      .def("__eq__", [](const DecodeShape& a, const DecodeShape& b) {
-        return a.batch_size == b.batch_size && a.q_len == b.q_len && a.num_heads == b.num_heads &&
-               a.q_dtype == b.q_dtype && a.kv_format == b.kv_format && a.causal == b.causal;
-      });
+      .def(
+          "__eq__",
+          [](const DecodeShape& a, nb::handle other) -> nb::object {
+            if (!nb::isinstance<DecodeShape>(other)) return nb::borrow(Py_NotImplemented);
+            const DecodeShape& b = nb::cast<const DecodeShape&>(other);
+            return nb::bool_(a.batch_size == b.batch_size && a.q_len == b.q_len && a.num_heads == b.num_heads &&
+                             a.q_dtype == b.q_dtype && a.kv_format == b.kv_format && a.causal == b.causal);
+          },
+          nb::sig("def __eq__(self, other: object, /) -> bool"), "Field-by-field equality with another DecodeShape.");
 
   nb::class_<DecodePlan>(
       m, "DecodePlan",
       "A validated decode configuration for one device. Per step: plan(cache_seqlens, workspace, stream) "
-      "(one small kernel, no host sync); per layer: run(...). Both are capturable in a CUDA graph.")
+      "(one small kernel, no host sync); per layer: run(...). Both are capturable in a CUDA graph. The workspace "
+      "is caller-owned device memory of workspace_bytes bytes (a contiguous CUDA tensor, 256-byte aligned) that "
+      "holds the schedule, the split-KV partial rows and the device error word. openmla.Decoder wraps a plan and "
+      "its workspace.")
       .def(
           "__init__",
           [](DecodePlan* self, const DecodeShape& shape, Backend backend, int num_parts, int device,
@@ -119,22 +138,30 @@ void register_decode(nb::module_& m) {
             options.fp8_math = fp8_math;
             new (self) DecodePlan(shape, options, device);
           },
-          "shape"_a, "backend"_a = Backend::kAuto, "num_parts"_a = 0, "device"_a = -1, "fp8_math"_a = Fp8Math::kOff)
-      .def_prop_ro("shape", &DecodePlan::shape)
-      .def_prop_ro("backend", &DecodePlan::backend)
-      .def_prop_ro("num_parts", &DecodePlan::num_parts)
-      .def_prop_ro("fp8_math", &DecodePlan::fp8_math)
-      .def_prop_ro("device", &DecodePlan::device)
-      .def_prop_ro("workspace_bytes", &DecodePlan::workspace_bytes)
+          "shape"_a, "backend"_a = Backend::kAuto, "num_parts"_a = 0, "device"_a = -1, "fp8_math"_a = Fp8Math::kOff,
+          "Validates the shape and options and queries the device once. num_parts: split-KV parts per query tile "
+          "(0 = from the SM count); device: a CUDA device index (-1 = the current device). Raises ValueError for a "
+          "bad shape or option, NotImplementedError when there is no CUDA device, the device is older than "
+          "compute capability 8.0, or the backend / FP8 math is not available on it.")
+      .def_prop_ro("shape", &DecodePlan::shape, "The DecodeShape planned for.")
+      .def_prop_ro("backend", &DecodePlan::backend, "The resolved backend (never Backend.auto).")
+      .def_prop_ro("num_parts", &DecodePlan::num_parts, "Split-KV parts per query tile.")
+      .def_prop_ro("fp8_math", &DecodePlan::fp8_math, "The Fp8Math mode.")
+      .def_prop_ro("device", &DecodePlan::device, "The CUDA device index.")
+      .def_prop_ro("workspace_bytes", &DecodePlan::workspace_bytes, "Bytes of workspace plan() and run() need.")
       .def(
           "plan",
           [](const DecodePlan& p, nb::handle cache_seqlens, nb::handle workspace, std::uintptr_t stream) {
             Input seqlens = input_tensor(cache_seqlens, "cache_seqlens");
+            require_cuda(seqlens.view, cache_seqlens, "cache_seqlens", kDecodeOnCpu);
             Workspace ws = workspace_arg(workspace, p.device());
             nb::gil_scoped_release release;
             p.plan(seqlens.view, ws.data, ws.bytes, as_stream(stream));
           },
-          "cache_seqlens"_a.none(), "workspace"_a.none(), "stream"_a = 0)
+          "cache_seqlens"_a.none(), "workspace"_a.none(), "stream"_a = 0,
+          "Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small "
+          "kernel on `stream` (a cudaStream_t as int), no host synchronisation. Raises ValueError / TypeError for a "
+          "bad tensor (a CPU tensor or NumPy array included).")
       .def(
           "run",
           [](const DecodePlan& p, nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
@@ -146,6 +173,12 @@ void register_decode(nb::module_& m) {
             Input seqlens_t = input_tensor(cache_seqlens, "cache_seqlens");
             Output out_t = optional_output(out, "out");
             Output lse_t = optional_output(lse, "lse");
+            require_cuda(q_t.view, q, "q", kDecodeOnCpu);
+            require_cuda(kv_t.view, kv_cache, "kv_cache", kDecodeOnCpu);
+            require_cuda(table_t.view, block_table, "block_table", kDecodeOnCpu);
+            require_cuda(seqlens_t.view, cache_seqlens, "cache_seqlens", kDecodeOnCpu);
+            require_cuda(out_t.view, out, "out", kDecodeOnCpu);
+            require_cuda(lse_t.view, lse, "lse", kDecodeOnCpu);
             Workspace ws = workspace_arg(workspace, p.device());
             DecodeArgs args;
             args.q = q_t.view;
@@ -160,27 +193,34 @@ void register_decode(nb::module_& m) {
             nb::gil_scoped_release release;
             p.run(args, ws.data, ws.bytes, as_stream(stream));
           },
-          "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(), "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(),
-          "workspace"_a.none(), "stream"_a = 0, "kv_scale"_a = 1.0f)
+          "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(), "cache_seqlens"_a.none(), "softmax_scale"_a,
+          "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "stream"_a = 0, "kv_scale"_a = 1.0f,
+          "One layer's attention with the schedule plan() wrote, into out and lse (both required here). "
+          "q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table "
+          "[b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); "
+          "lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache. All CUDA "
+          "tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; "
+          "bad lengths or page ids in device memory give NaN rows and set the device error word.")
       .def_static(
           "reset_device_errors",
           [](nb::handle workspace, std::uintptr_t stream) {
             Output ws = output_tensor(workspace, "workspace");
-            if (ws.view.device != DeviceType::kCUDA)
-              throw nb::value_error("workspace: expected a CUDA tensor, got a CPU tensor");
+            require_cuda(ws.view, workspace, "workspace");
             DecodePlan::reset_device_errors(ws.view.data, as_stream(stream));
           },
-          "workspace"_a.none(), "stream"_a = 0)
+          "workspace"_a.none(), "stream"_a = 0,
+          "Clears the device error word in a plan's workspace (an asynchronous write on `stream`).")
       .def_static(
           "read_device_errors",
           [](nb::handle workspace, std::uintptr_t stream) {
             Input ws = input_tensor(workspace, "workspace");
-            if (ws.view.device != DeviceType::kCUDA)
-              throw nb::value_error("workspace: expected a CUDA tensor, got a CPU tensor");
+            require_cuda(ws.view, workspace, "workspace");
             nb::gil_scoped_release release;
             return DecodePlan::read_device_errors(ws.view.data, as_stream(stream));
           },
-          "workspace"_a.none(), "stream"_a = 0, "Reads the sticky DeviceErrorBits word (synchronizes the stream).");
+          "workspace"_a.none(), "stream"_a = 0,
+          "Reads the sticky device error word of a plan's workspace as an int of DEVICE_ERROR_* bits "
+          "(openmla.DeviceError); synchronizes `stream`.");
 
   m.def(
       "write_kv",
@@ -191,12 +231,12 @@ void register_decode(nb::module_& m) {
         Input slots_t = input_tensor(slots, "slots");
         Output cache_t = output_tensor(kv_cache, "kv_cache");
         Output err_t = optional_output(error_workspace, "error_workspace");
-        unsigned* error_word = nullptr;
-        if (err_t.view.defined()) {
-          if (err_t.view.device != DeviceType::kCUDA)
-            throw nb::value_error("error_workspace: expected a CUDA tensor (a decode workspace), got a CPU tensor");
-          error_word = DecodePlan::device_error_word(err_t.view.data);
-        }
+        require_cuda(latent_t.view, kv_latent, "kv_latent", kWriteOnCpu);
+        require_cuda(rope_t.view, k_rope, "k_rope", kWriteOnCpu);
+        require_cuda(slots_t.view, slots, "slots", kWriteOnCpu);
+        require_cuda(cache_t.view, kv_cache, "kv_cache", kWriteOnCpu);
+        require_cuda(err_t.view, error_workspace, "error_workspace", "a decode workspace");
+        unsigned* error_word = err_t.view.defined() ? DecodePlan::device_error_word(err_t.view.data) : nullptr;
         WriteKVArgs args;
         args.kv_latent = latent_t.view;
         args.k_rope = rope_t.view;
@@ -207,8 +247,13 @@ void register_decode(nb::module_& m) {
         nb::gil_scoped_release release;
         write_kv(args, as_stream(stream), error_word);
       },
-      "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(), "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f, "stream"_a = 0,
-      "error_workspace"_a = nb::none());
+      "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(), "kv_cache"_a.none(), "kv_format"_a,
+      "kv_scale"_a = 1.0f, "stream"_a = 0, "error_workspace"_a = nb::none(),
+      "Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent "
+      "[n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset "
+      "(negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale). "
+      "error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond "
+      "the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.");
 }
 
 }  // namespace openmla::python

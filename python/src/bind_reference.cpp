@@ -115,12 +115,13 @@ void require_rows(size_t ndim, size_t last, size_t width, const char* name, cons
 
 void register_fp8(nb::module_& fp8) {
   fp8.attr("E4M3_MAX") = fp8::kE4M3Max;
+  // Each codec maps a contiguous CPU array elementwise into a new NumPy array of the same shape.
   fp8.def("e4m3_from_float", [](const CpuArray<const float>& x) {
     return map_elements<float, uint8_t>(x, [](float v) { return fp8::e4m3_from_float(v); });
   }, "x"_a, "float32 -> e4m3 bits (round to nearest even, saturate to +-448, NaN -> 0x7F).");
   fp8.def("e4m3_to_float", [](const CpuArray<const uint8_t>& x) {
     return map_elements<uint8_t, float>(x, [](uint8_t v) { return fp8::e4m3_to_float(v); });
-  }, "bits"_a);
+  }, "bits"_a, "e4m3 bits -> float32 (exact; 0x7F / 0xFF are NaN).");
   fp8.def("e4m3_encode_scaled", [](const CpuArray<const float>& x, float scale) {
     return map_elements<float, uint8_t>(x, [scale](float v) { return fp8::e4m3_encode_scaled(v, scale); });
   }, "x"_a, "scale"_a, "Per-tensor e4m3: stored = e4m3(x / scale).");
@@ -129,13 +130,13 @@ void register_fp8(nb::module_& fp8) {
   }, "x"_a, "float32 -> bfloat16 bits (round to nearest even).");
   fp8.def("bf16_to_float", [](const CpuArray<const uint16_t>& x) {
     return map_elements<uint16_t, float>(x, [](uint16_t v) { return fp8::bf16_to_float(v); });
-  }, "bits"_a);
+  }, "bits"_a, "bfloat16 bits -> float32 (exact).");
   fp8.def("fp16_from_float", [](const CpuArray<const float>& x) {
     return map_elements<float, uint16_t>(x, [](float v) { return fp8::float_to_fp16(v); });
-  }, "x"_a);
+  }, "x"_a, "float32 -> float16 bits (round to nearest even).");
   fp8.def("fp16_to_float", [](const CpuArray<const uint16_t>& x) {
     return map_elements<uint16_t, float>(x, [](uint16_t v) { return fp8::fp16_to_float(v); });
-  }, "bits"_a);
+  }, "bits"_a, "float16 bits -> float32 (exact).");
   fp8.def("ds_mla_tile_scale", &fp8::ds_mla_tile_scale, "amax"_a,
           "Scale of one 128-value ds_mla tile: 2^ceil(log2(amax / 448)).");
   fp8.def(
@@ -179,13 +180,19 @@ void register_reference(nb::module_& m) {
   ref.def("decode", &reference_decode, "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(),
           "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a,
           "kv_scale"_a = 1.0f, "causal"_a = true, "fp8_math"_a = Fp8Math::kOff,
-          "Exact attention (fp8_math qk_and_pv: the FP8-math kernel's arithmetic); returns the DeviceErrorBits "
-          "the GPU kernel would raise for the same input.");
+          "Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU "
+          "tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or "
+          "float32) are required here. Returns the "
+          "device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it "
+          "guards are NaN. Raises ValueError / TypeError for bad arguments.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),
           "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
-          "CPU write_kv with the GPU writer's codecs and skip rules; returns DeviceErrorBits.");
+          "CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns "
+          "the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).");
   ref.def("read_kv_token", &read_kv_token, "kv_cache"_a.none(), "page"_a, "offset"_a, "kv_format"_a,
-          "kv_scale"_a = 1.0f, "The 576 values decode reads for one token (float32).");
+          "kv_scale"_a = 1.0f,
+          "The 576 values decode reads for one token (float32 NumPy array: 512 latent, then 64 rope); page in "
+          "[0, num_pages), offset in [0, 64), ValueError otherwise.");
 
   nb::module_ fp8 = m.def_submodule("fp8", "Host FP8 / bf16 / fp16 codecs (bit-exact with the GPU writers).");
   register_fp8(fp8);

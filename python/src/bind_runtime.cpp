@@ -67,23 +67,24 @@ void register_runtime(nb::module_& m) {
   nb::class_<runtime::PageCopy>(m, "PageCopy",
                                 "A copy fork() asks for: in every layer's cache, tokens [0, num_tokens) of "
                                 "src_page onto dst_page, before the child's next use of that page.")
-      .def_ro("src_page", &runtime::PageCopy::src_page)
-      .def_ro("dst_page", &runtime::PageCopy::dst_page)
-      .def_ro("num_tokens", &runtime::PageCopy::num_tokens)
-      .def_prop_ro("needed", &runtime::PageCopy::needed)
+      .def_ro("src_page", &runtime::PageCopy::src_page, "Page to copy from (the parent's partly filled page).")
+      .def_ro("dst_page", &runtime::PageCopy::dst_page, "Page to copy onto (the child's fresh page).")
+      .def_ro("num_tokens", &runtime::PageCopy::num_tokens, "Tokens [0, num_tokens) of the page; 0: nothing to copy.")
+      .def_prop_ro("needed", &runtime::PageCopy::needed, "True when there is something to copy (num_tokens > 0).")
       .def("__repr__", [](const runtime::PageCopy& c) {
         return "PageCopy(src_page=" + std::to_string(c.src_page) + ", dst_page=" + std::to_string(c.dst_page) +
                ", num_tokens=" + std::to_string(c.num_tokens) + ")";
       });
 
-  nb::class_<runtime::PoolStats>(m, "PoolStats")
-      .def_ro("total_pages", &runtime::PoolStats::total_pages)
-      .def_ro("free_pages", &runtime::PoolStats::free_pages)
-      .def_ro("used_pages", &runtime::PoolStats::used_pages)
-      .def_ro("shared_pages", &runtime::PoolStats::shared_pages)
-      .def_ro("live_requests", &runtime::PoolStats::live_requests)
-      .def_ro("committed_tokens", &runtime::PoolStats::committed_tokens)
-      .def_ro("reserved_tokens", &runtime::PoolStats::reserved_tokens)
+  nb::class_<runtime::PoolStats>(m, "PoolStats", "Pool-wide counters (PagePool.stats()).")
+      .def_ro("total_pages", &runtime::PoolStats::total_pages, "Pages in the pool.")
+      .def_ro("free_pages", &runtime::PoolStats::free_pages, "Pages no request holds.")
+      .def_ro("used_pages", &runtime::PoolStats::used_pages, "Pages with refcount > 0 (free + used == total).")
+      .def_ro("shared_pages", &runtime::PoolStats::shared_pages, "Pages held by more than one request (forks).")
+      .def_ro("live_requests", &runtime::PoolStats::live_requests, "Requests created and not released.")
+      .def_ro("committed_tokens", &runtime::PoolStats::committed_tokens,
+              "Committed positions over live requests (shared prefixes counted per request).")
+      .def_ro("reserved_tokens", &runtime::PoolStats::reserved_tokens, "Draft positions reserved over live requests.")
       .def("__repr__", &stats_repr);
 
   nb::class_<PagePool>(
@@ -91,44 +92,57 @@ void register_runtime(nb::module_& m) {
       "Paged KV-cache accounting (64-token pages, one page id for every layer's cache). Speculative step: "
       "reserve(r, num_draft); write drafts at slots(r, committed_tokens(r), num_draft); commit(r, accepted). "
       "Every misuse raises ValueError and leaves the pool unchanged; running out raises PoolExhausted.")
-      .def(nb::init<int64_t>(), "num_pages"_a)
+      .def(nb::init<int64_t>(), "num_pages"_a,
+           "A pool of num_pages pages (1 to MAX_POOL_PAGES), ids 0 .. num_pages - 1; ValueError otherwise.")
       .def("create", &PagePool::create, "num_tokens"_a = 0,
-           "New request with num_tokens committed positions (its prefill); returns its id.")
-      .def("extend", &PagePool::extend, "request"_a, "num_tokens"_a)
+           "New request with num_tokens committed positions (its prefill); returns its id (an int handle).")
+      .def("extend", &PagePool::extend, "request"_a, "num_tokens"_a,
+           "Appends num_tokens committed positions (chunked prefill); needs no outstanding reservation.")
       .def("append", &PagePool::append, "request"_a, "Decode growth by one token; returns the new token's slot.")
-      .def("reserve", &PagePool::reserve, "request"_a, "num_tokens"_a)
-      .def("commit", &PagePool::commit, "request"_a, "accepted"_a)
+      .def("reserve", &PagePool::reserve, "request"_a, "num_tokens"_a,
+           "Adds num_tokens draft positions after the current end (reservations add up until commit()).")
+      .def("commit", &PagePool::commit, "request"_a, "accepted"_a,
+           "Keeps the first `accepted` reserved positions as committed, drops the rest and frees pages past the "
+           "new end. Never raises PoolExhausted.")
       .def(
           "fork",
           [](PagePool& pool, RequestId parent, int64_t num_tokens) {
             runtime::ForkResult r = pool.fork(parent, num_tokens);
             return std::make_pair(r.child, r.copy);
           },
-          "parent"_a, "num_tokens"_a = -1, "Returns (child, PageCopy).")
-      .def("release", &PagePool::release, "request"_a)
-      .def("contains", &PagePool::contains, "request"_a)
-      .def("__contains__", &PagePool::contains, "request"_a)
-      .def("committed_tokens", &PagePool::committed_tokens, "request"_a)
-      .def("reserved_tokens", &PagePool::reserved_tokens, "request"_a)
-      .def("total_tokens", &PagePool::total_tokens, "request"_a)
+          "parent"_a, "num_tokens"_a = -1,
+          "New request sharing positions [0, num_tokens) of parent (-1: all committed ones). Returns (child, "
+          "PageCopy): full pages are shared, a partly filled last page must be copied in every layer's cache "
+          "before the child uses it.")
+      .def("release", &PagePool::release, "request"_a,
+           "Ends a request; its pages go free when no other request holds them.")
+      .def("contains", &PagePool::contains, "request"_a, "True while the request is live.")
+      .def("__contains__", &PagePool::contains, "request"_a, "True while the request is live.")
+      .def("committed_tokens", &PagePool::committed_tokens, "request"_a, "The request's committed positions.")
+      .def("reserved_tokens", &PagePool::reserved_tokens, "request"_a, "The request's reserved draft positions.")
+      .def("total_tokens", &PagePool::total_tokens, "request"_a, "committed_tokens + reserved_tokens.")
       .def(
           "page_ids", [](const PagePool& pool, RequestId id) { return to_numpy(pool.page_ids(id)); }, "request"_a,
           "The request's block-table row (int32 NumPy array, one page id per 64 positions).")
-      .def("slot", &PagePool::slot, "request"_a, "position"_a)
+      .def("slot", &PagePool::slot, "request"_a, "position"_a,
+           "write_kv slot of one position (page * 64 + position % 64), 0 <= position < total_tokens.")
       .def("slots", &pool_slots, "request"_a, "begin"_a, "count"_a, "out"_a = nb::none(),
            "Slots of positions [begin, begin + count): into out (CPU int32) or a new NumPy array.")
-      .def("refcount", &PagePool::refcount, "page"_a)
-      .def("live_requests", &PagePool::live_requests)
-      .def("pages_needed_to_grow", &PagePool::pages_needed_to_grow, "request"_a, "extra_tokens"_a)
-      .def("pages_needed_to_create", &PagePool::pages_needed_to_create, "num_tokens"_a)
-      .def_prop_ro("num_pages", &PagePool::num_pages)
-      .def_prop_ro("free_pages", &PagePool::free_pages)
-      .def_prop_ro("used_pages", &PagePool::used_pages)
-      .def("stats", &PagePool::stats)
+      .def("refcount", &PagePool::refcount, "page"_a, "Requests holding the page (0 for a free page).")
+      .def("live_requests", &PagePool::live_requests, "Live request ids in table order.")
+      .def("pages_needed_to_grow", &PagePool::pages_needed_to_grow, "request"_a, "extra_tokens"_a,
+           "Fresh pages extending or reserving extra_tokens would take now (0 if they fit).")
+      .def("pages_needed_to_create", &PagePool::pages_needed_to_create, "num_tokens"_a,
+           "Fresh pages create(num_tokens) would take.")
+      .def_prop_ro("num_pages", &PagePool::num_pages, "Pages in the pool.")
+      .def_prop_ro("free_pages", &PagePool::free_pages, "Pages no request holds.")
+      .def_prop_ro("used_pages", &PagePool::used_pages, "Pages some request holds.")
+      .def("stats", &PagePool::stats, "All counters at once (PoolStats).")
       .def("check_invariants", &PagePool::check_invariants,
            "Full consistency check: '' when consistent, else the first violation.")
       .def("assert_invariants", &PagePool::assert_invariants, "check_invariants(), raising RuntimeError if broken.")
-      .def_static("describe", &PagePool::describe, "request"_a);
+      .def_static("describe", &PagePool::describe, "request"_a,
+                  "'request 7 (generation 2)' style name of a request id, for messages.");
 
   m.def("page_stride_bytes", &runtime::page_stride_bytes, "kv_format"_a, "pad_tokens_per_page"_a = 0,
         "Bytes of one page of one layer's cache.");

@@ -64,7 +64,9 @@ unsigned long long stream_capture_id(std::uintptr_t stream) {
 }  // namespace
 
 void register_tensors(nb::module_& m) {
-  nb::enum_<DType>(m, "DType", "Element types of openmla tensors.")
+  nb::enum_<DType>(m, "DType",
+                   "Element types of openmla tensors (as DLPack names them; bfloat16 and float8_e4m3fn also reach "
+                   "OpenMLA from frameworks that cannot export them, see openmla.view_as).")
       .value("undefined", DType::kUndefined)
       .value("float32", DType::kFloat32)
       .value("bfloat16", DType::kBFloat16)
@@ -74,7 +76,7 @@ void register_tensors(nb::module_& m) {
       .value("int32", DType::kInt32)
       .value("int64", DType::kInt64)
       .value("float64", DType::kFloat64);
-  m.def("dtype_size", &dtype_size, "dtype"_a);
+  m.def("dtype_size", &dtype_size, "dtype"_a, "Bytes per element of a DType (0 for undefined).");
 
   nb::class_<Reinterpreted>(m, "Reinterpreted",
                             "A tensor passed with an explicit element type (see openmla.view_as).")
@@ -94,15 +96,23 @@ void register_tensors(nb::module_& m) {
                                        .c_str());
             new (self) Reinterpreted{std::move(tensor), dtype};
           },
-          "tensor"_a.none(), "dtype"_a)
-      .def_ro("tensor", &Reinterpreted::tensor)
-      .def_ro("dtype", &Reinterpreted::dtype)
-      .def_prop_ro("shape", [](const Reinterpreted& r) { return r.tensor.attr("shape"); });
+          "tensor"_a.none(), "dtype"_a,
+          "Wraps `tensor` (any DLPack tensor) to be read as `dtype`. Raises TypeError for a non-tensor or an "
+          "element size other than dtype's.")
+      .def_ro("tensor", &Reinterpreted::tensor, "The wrapped tensor.")
+      .def_ro("dtype", &Reinterpreted::dtype, "The element type OpenMLA reads it as.")
+      .def_prop_ro(
+          "shape", [](const Reinterpreted& r) { return r.tensor.attr("shape"); }, "The wrapped tensor's shape.");
 
   m.def("describe", &describe, "tensor"_a.none(), "name"_a = "tensor",
         "(DType, shape, 'cpu' | 'cuda', device id) of a tensor, as OpenMLA sees it.");
-  m.def("infer_kv_format", &infer_kv_format, "kv_cache"_a.none());
-  m.def("stream_capture_id", &stream_capture_id, "stream"_a);
+  m.def("infer_kv_format", &infer_kv_format, "kv_cache"_a.none(),
+        "The KVFormat a cache tensor implies: bfloat16 -> bf16, float16 -> fp16, 1-byte elements with a last "
+        "dimension of 576 -> fp8_e4m3, of 656 -> fp8_ds_mla. Raises TypeError for another dtype, ValueError for "
+        "another 1-byte row width.");
+  m.def("stream_capture_id", &stream_capture_id, "stream"_a,
+        "The id of the CUDA graph capture `stream` (a cudaStream_t as int) takes part in, 0 when it is not "
+        "capturing.");
 
   m.attr("DEVICE_ERROR_NEGATIVE_SEQLEN") = static_cast<unsigned>(kDeviceErrorNegativeSeqlen);
   m.attr("DEVICE_ERROR_SEQLEN_BEYOND_TABLE") = static_cast<unsigned>(kDeviceErrorSeqlenBeyondTable);
@@ -110,7 +120,8 @@ void register_tensors(nb::module_& m) {
   m.attr("DEVICE_ERROR_PAGE_ID_OUT_OF_RANGE") = static_cast<unsigned>(kDeviceErrorPageIdOutOfRange);
   m.attr("DEVICE_ERROR_SLOT_OUT_OF_RANGE") = static_cast<unsigned>(kDeviceErrorSlotOutOfRange);
   m.attr("DEVICE_ERROR_PLAN_MISMATCH") = static_cast<unsigned>(kDeviceErrorPlanMismatch);
-  m.def("describe_device_errors", &describe_device_errors, "word"_a);
+  m.def("describe_device_errors", &describe_device_errors, "word"_a,
+        "A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).");
 }
 
 }  // namespace openmla::python

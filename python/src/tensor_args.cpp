@@ -175,6 +175,18 @@ Output optional_output(nb::handle obj, const char* name) {
   return obj.is_none() ? Output{} : output_tensor(obj, name);
 }
 
+void require_cuda(const TensorView& view, nb::handle obj, const char* name, const char* hint) {
+  if (!view.defined() || view.device == DeviceType::kCUDA) return;
+  nb::handle producer = obj;
+  if (nb::isinstance<Reinterpreted>(obj)) producer = nb::cast<const Reinterpreted&>(obj).tensor;
+  const std::string module =
+      nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(producer.ptr()))).attr("__module__"));
+  const bool numpy = module == "numpy" || module.rfind("numpy.", 0) == 0;
+  std::string message = std::string(name) + ": expected a CUDA tensor, got " + (numpy ? "a NumPy array" : "a CPU tensor");
+  if (hint != nullptr) message += std::string(" (") + hint + ")";
+  throw nb::value_error(message.c_str());
+}
+
 size_t contiguous_bytes(const TensorView& view, const char* name) {
   if (!view.is_contiguous())
     throw nb::value_error((std::string(name) + ": expected a contiguous tensor, got strides " + view.strides_str() +

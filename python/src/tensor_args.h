@@ -47,4 +47,10 @@ std::string dlpack_dtype_name(nb::dlpack::dtype t);
 // Bytes of a contiguous tensor used as raw memory (a workspace); raises ValueError otherwise.
 size_t contiguous_bytes(const TensorView& view, const char* name);
 
+// Raises ValueError "<name>: expected a CUDA tensor, got a CPU tensor" ("got a NumPy array" for
+// NumPy), followed by " (<hint>)" when a hint is given, unless `view` lives in device memory. The
+// GPU entry points call it for every tensor before any CUDA call, so that host data is reported as
+// such even where no CUDA driver is loaded. An undefined (omitted optional) view passes.
+void require_cuda(const TensorView& view, nb::handle obj, const char* name, const char* hint = nullptr);
+
 }  // namespace openmla::python

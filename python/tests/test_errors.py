@@ -154,3 +154,32 @@ def test_page_pool_misuse():
     with pytest.raises(ValueError, match="num_layers"):
         openmla.pages_for_budget(1 << 30, openmla.KVFormat.bf16, 0)
     assert pool.check_invariants() == ""
+
+
+def test_gpu_write_kv_names_a_host_array_before_any_cuda_call():
+    """A NumPy array given to the GPU writer is reported as such, also on a machine without a CUDA
+    driver (the binding checks every tensor's device before any CUDA call)."""
+    with pytest.raises(ValueError, match="kv_latent: expected a CUDA tensor, got a NumPy array"):
+        openmla.write_kv(**good_write_args())
+    bf16_latent = openmla.view_as(np.zeros((3, 512), np.uint16), "bfloat16")
+    with pytest.raises(ValueError, match="kv_latent: expected a CUDA tensor, got a NumPy array"):
+        openmla.write_kv(**{**good_write_args(), "kv_latent": bf16_latent})
+
+
+def test_gpu_decode_names_a_host_array():
+    with pytest.raises(ValueError, match="q: expected a CUDA tensor, got a NumPy array"):
+        openmla.decode(**good_decode_args())
+
+
+def test_error_words_come_back_as_device_error_flags():
+    args = good_decode_args()
+    args["cache_seqlens"] = np.array([3, -1], np.int32)
+    result = openmla.reference.decode(**args)
+    assert isinstance(result.device_errors, openmla.DeviceError)
+    assert result.device_errors == openmla.DeviceError.NEGATIVE_SEQLEN
+    write = good_write_args()
+    write["slots"] = np.array([0, 1, 2 * 64], np.int32)  # one past the cache
+    errors = openmla.reference.write_kv(**write)
+    assert isinstance(errors, openmla.DeviceError) and errors == openmla.DeviceError.SLOT_OUT_OF_RANGE
+    assert openmla.reference.write_kv(**good_write_args()) is openmla.DeviceError.NONE
+    assert openmla.describe_device_errors(errors) == "slot_out_of_range"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TORCH as torch, requires_gpu
+import openmla
 import torch_mla
 from openmla import flash_mla
 
@@ -129,3 +130,88 @@ def test_bad_arguments_name_themselves():
         flash_mla.get_mla_metadata(paged.seqlens.long(), 16, 1)
     with pytest.raises(NotImplementedError, match="topk"):
         flash_mla.get_mla_metadata(paged.seqlens, 16, 1, topk=2048)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("s_q", [1, 2])
+def test_sglang_graph_with_a_narrow_block_table_view_replays_long_requests(s_q):
+    """SGLang's CUDA-graph decode: the graph is captured with the view cuda_graph_kv_indices[:bs,
+    :cdiv(capture_len, 64)] of a [max_bs, max_pages] buffer, at capture length 1 (one column);
+    each replay rewrites the buffer's rows, the lengths and the metadata buffers, and runs requests
+    far longer than the captured view is wide. FlashMLA reads the rows by stride, so must the
+    drop-in: every replay matches the float64 reference over the full rows."""
+    max_bs, bs, h, max_pages = 8, 5, 16, 12
+    capture_len = s_q
+    paged = torch_mla.make_paged(torch, "bf16", [max_pages * 64] * max_bs, seed=31, page_capacity=max_pages)
+    pages = paged.block_table[:, :max_pages]  # [max_bs, max_pages]: every page of every row holds data
+    kv_indices = torch.full((max_bs, max_pages + 1), 1, dtype=torch.int32, device="cuda")  # the engine's buffer
+    seqlens = torch.full((bs,), capture_len, dtype=torch.int32, device="cuda")
+    md_buf, ns_buf = flash_mla.get_mla_metadata(seqlens, s_q * h, 1)
+    q = torch.empty((bs, s_q, h, 576), dtype=torch.bfloat16, device="cuda")
+    q.copy_(torch_mla.random_q(torch, bs, s_q, h, torch.bfloat16, seed=31))
+    kv_indices[:bs, :1] = pages[:bs, :1]
+    narrow = kv_indices[:bs, : _cdiv(capture_len, 64)]
+    assert narrow.shape == (bs, 1)
+    scale = 0.1352337788608801
+    holder = {}
+
+    def forward():
+        holder["out"], holder["lse"] = flash_mla.flash_mla_with_kvcache(
+            q, paged.cache, narrow, seqlens, 512, md_buf, ns_buf, softmax_scale=scale, causal=True)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph, as engines do
+        forward()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward()
+
+    rng = np.random.default_rng(32)
+    for i in range(4):
+        rows = rng.permutation(max_bs)[:bs]  # which pages each request gets this step
+        lengths = rng.integers(s_q, max_pages * 64 + 1, size=bs)
+        lengths[i % bs] = max_pages * 64  # one request reads the whole row
+        kv_indices[:bs, :max_pages] = pages[torch.from_numpy(rows).cuda()]
+        seqlens.copy_(torch.from_numpy(lengths.astype(np.int32)))
+        md, ns = flash_mla.get_mla_metadata(seqlens, s_q * h, 1)
+        md_buf.copy_(md)
+        ns_buf.copy_(ns)
+        q.copy_(torch_mla.random_q(torch, bs, s_q, h, torch.bfloat16, seed=100 + i))
+        graph.replay()
+        torch.cuda.synchronize()
+        out, lse = holder["out"], holder["lse"].transpose(1, 2)
+        assert not torch.isnan(out).any(), f"replay {i}: NaN rows (the block table was read by the view's width)"
+        ref_out, ref_lse = torch_mla.reference64(torch, q, paged.cache, kv_indices[:bs], seqlens, scale, True)
+        torch_mla.assert_close(torch, out, lse, ref_out.float(), ref_lse.float(), what=f"replay {i} {lengths.tolist()}")
+
+
+def test_narrow_view_still_flags_page_ids_outside_the_cache():
+    """Entries beyond the view's width are read (FlashMLA's rule) and still guarded: a page id
+    outside the cache gives that request NaN rows and the device error word, never a wild read."""
+    for s in flash_mla._states.values():  # the words are sticky: start from clean ones
+        openmla.DecodePlan.reset_device_errors(s.workspace)
+    b, h, max_pages = 3, 16, 6
+    paged = torch_mla.make_paged(torch, "bf16", [max_pages * 64] * b, seed=41, page_capacity=max_pages)
+    buffer = torch.zeros((b + 2, max_pages), dtype=torch.int32, device="cuda")
+    buffer[:b] = paged.block_table[:, :max_pages]
+    buffer[1, 4] = 1_000_000  # beyond the view's one column, inside request 1's length
+    narrow = buffer[:b, :1]
+    paged.seqlens.copy_(torch.tensor([max_pages * 64, 5 * 64, 100], dtype=torch.int32))
+    q = torch_mla.random_q(torch, b, 1, h, torch.bfloat16, seed=41)
+    md, ns = flash_mla.get_mla_metadata(paged.seqlens, h, 1)
+    out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, narrow, paged.seqlens, 512, md, ns, causal=True)
+    torch.cuda.synchronize()
+    assert torch.isnan(out[1]).all()
+    assert torch.isfinite(out[0]).all() and torch.isfinite(out[2]).all()
+    ref_out, ref_lse = torch_mla.reference64(torch, q, paged.cache, buffer[:b], paged.seqlens, 576 ** -0.5, True)
+    torch_mla.assert_close(torch, out[[0, 2]], lse.transpose(1, 2)[[0, 2]], ref_out[[0, 2]].float(),
+                           ref_lse[[0, 2]].float())
+    words = [openmla.DecodePlan.read_device_errors(s.workspace) for s in flash_mla._states.values()]
+    assert any(openmla.DeviceError(w) & openmla.DeviceError.PAGE_ID_OUT_OF_RANGE for w in words)
+    for s in flash_mla._states.values():
+        openmla.DecodePlan.reset_device_errors(s.workspace)

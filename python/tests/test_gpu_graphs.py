@@ -170,3 +170,27 @@ def test_cupy_arrays_through_dlpack():
     assert isinstance(out, cupy.ndarray) and out.dtype == cupy.float16
     torch.cuda.synchronize()
     assert torch.equal(torch.from_dlpack(out), expected) and torch.equal(torch.from_dlpack(lse), expected_lse)
+
+
+def test_host_tensors_are_named_and_error_words_are_flags():
+    """CPU torch tensors given to the GPU entry points are reported as such; Decoder.device_errors()
+    returns DeviceError flags."""
+    cpu = dict(kv_latent=torch.zeros((2, 512)), k_rope=torch.zeros((2, 64)),
+               slots=torch.zeros(2, dtype=torch.int32), kv_cache=torch.zeros((2, 64, 1, 576), dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="kv_latent: expected a CUDA tensor, got a CPU tensor"):
+        openmla.write_kv(**cpu)
+    gpu = {k: v.cuda() for k, v in cpu.items()}
+    with pytest.raises(ValueError, match="kv_cache: expected a CUDA tensor, got a CPU tensor"):
+        openmla.write_kv(**{**gpu, "kv_cache": cpu["kv_cache"]})
+    paged = torch_mla.make_paged(torch, "bf16", [10], seed=14)
+    dec = openmla.Decoder(batch_size=1, num_heads=16)
+    dec.plan(paged.seqlens)
+    q = torch_mla.random_q(torch, 1, 1, 16, torch.bfloat16)
+    with pytest.raises(ValueError, match="kv_cache: expected a CUDA tensor, got a CPU tensor"):
+        dec.run(q, paged.cache.cpu(), paged.block_table, paged.seqlens, SCALE)
+    with pytest.raises(ValueError, match="block_table: expected a CUDA tensor, got a NumPy array"):
+        dec.run(q, paged.cache, paged.block_table.cpu().numpy(), paged.seqlens, SCALE)
+    with pytest.raises(ValueError, match="cache_seqlens: expected a CUDA tensor, got a CPU tensor"):
+        dec.plan(paged.seqlens.cpu())
+    errors = dec.device_errors()
+    assert isinstance(errors, openmla.DeviceError) and errors == openmla.DeviceError.NONE

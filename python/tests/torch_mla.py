@@ -103,3 +103,11 @@ def assert_close(torch, out, lse, ref_out, ref_lse, out_tol=1e-2, lse_tol=1e-4, 
 def random_q(torch, b, s_q, h, dtype, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     return torch.randn((b, s_q, h, 576), generator=g, device="cuda", dtype=torch.float32).to(dtype)
+
+
+def reference64(torch, q, cache, block_table, seqlens, scale: float, causal: bool):
+    """openmla.reference.decode (float64 accumulation, the CPU oracle) on CPU copies of the inputs:
+    out [b, s_q, h, 512], lse [b, s_q, h] as float64 torch tensors on q's device."""
+    result = openmla.reference.decode(q.cpu(), cache.cpu(), block_table.cpu().contiguous(), seqlens.cpu(), scale,
+                                      causal=causal)
+    return torch.from_numpy(result.out).to(q.device), torch.from_numpy(result.lse).to(q.device)

@@ -1,0 +1,22 @@
+"""CPU oracle (float64 accumulation) on CPU tensors."""
+
+import numpy
+from numpy.typing import NDArray
+
+import openmla._C
+
+
+def decode(q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0, causal: bool = True, fp8_math: openmla._C.Fp8Math = openmla._C.Fp8Math.off) -> int:
+    """
+    Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or float32) are required here. Returns the device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it guards are NaN. Raises ValueError / TypeError for bad arguments.
+    """
+
+def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0) -> int:
+    """
+    CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).
+    """
+
+def read_kv_token(kv_cache: object | None, page: int, offset: int, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0) -> NDArray[numpy.float32]:
+    """
+    The 576 values decode reads for one token (float32 NumPy array: 512 latent, then 64 rope); page in [0, num_pages), offset in [0, 64), ValueError otherwise.
+    """
