@@ -1,7 +1,8 @@
 #!/bin/sh
 # CUDA compiler launcher of the openmla target (CMakeLists.txt): runs the compile, then fails it if ptxas serialized
 # wgmma anywhere. ptxas reports some causes as "info", not as a warning (C7511: too few registers for the wgmma
-# pipeline), so -Xptxas=-Werror lets them through; a serialized seesaw ran 0.71-0.79x (session 44).
+# pipeline), so -Xptxas=-Werror lets them through; with serialized wgmma the seesaw schedule runs at 0.71-0.79x of
+# its speed.
 log=$(mktemp) || exit 1
 "$@" 2>"$log"
 rc=$?
