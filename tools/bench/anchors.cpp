@@ -10,10 +10,6 @@ namespace openmla::bench {
 namespace {
 
 constexpr double kVarlenMeanTolerance = 0.10;
-constexpr const char* kAnchorsRelativePaths[] = {"../shared/notes/h200-anchors.csv",
-                                                 "shared/notes/h200-anchors.csv"};
-
-bool readable(const std::string& path) { return std::ifstream(path).good(); }
 
 }  // namespace
 
@@ -65,19 +61,6 @@ const AnchorRow* Anchors::find(const std::string& kernel, const BenchConfig& c) 
 
 const char* anchor_kernel_for(KVFormat format) {
   return format == KVFormat::kFP8DsMla ? "flashmla_fp8_sparse_all" : "flashmla_bf16";
-}
-
-std::string find_anchors_file(const std::string& given, const std::string& source_dir) {
-  if (!given.empty()) return given;  // Anchors::load reports a missing file
-  std::vector<std::string> candidates;
-  if (!source_dir.empty()) {
-    for (const char* rel : kAnchorsRelativePaths) candidates.push_back(source_dir + "/" + rel);
-  }
-  for (const char* rel : kAnchorsRelativePaths) candidates.emplace_back(rel);
-  for (const std::string& path : candidates) {
-    if (readable(path)) return path;
-  }
-  return "";
 }
 
 }  // namespace openmla::bench

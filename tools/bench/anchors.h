@@ -1,5 +1,6 @@
-// Reference times of other kernels on the same shapes (../shared/notes/h200-anchors.csv: FlashMLA
-// and SGLang's Triton kernel on an H200, measured with the same method), for the speedup column.
+// Reference times of other kernels on the same shapes, measured elsewhere with the same method (--anchors FILE:
+// e.g. FlashMLA and SGLang's Triton kernel on an H200), for the speedup column. --peer times FlashMLA in the
+// same process instead.
 #pragma once
 
 #include <string>
@@ -39,10 +40,5 @@ class Anchors {
 // per-tensor fp8 (FlashMLA has no dense fp8 decode), its sparse-FP8 kernel with every token
 // selected for ds_mla (the same cache layout).
 const char* anchor_kernel_for(KVFormat format);
-
-// The first readable file among: `given` (if not empty; must exist), then
-// <source dir>/../shared/notes/h200-anchors.csv, <source dir>/shared/notes/..., and the same two
-// relative to the working directory. Empty when none exists.
-std::string find_anchors_file(const std::string& given, const std::string& source_dir);
 
 }  // namespace openmla::bench

@@ -14,8 +14,7 @@ constexpr int kDeepseekBatch[] = {1, 16, 64, 128};
 constexpr int kDeepseekQueryLen[] = {1, 2, 4};
 constexpr int kDeepseekHeads[] = {16, 64, 128};
 constexpr int kDeepseekSeqlen[] = {1024, 4096, 16384, 32768};
-// Varlen batches: b = 128 around two means; the same s_q x h_q as the fixed grid, which is what
-// ../shared/notes/h200-anchors.csv holds FlashMLA's times for.
+// Varlen batches: b = 128 around two means; the same s_q x h_q as the fixed grid.
 constexpr int kVarlenBatch = 128;
 constexpr int kVarlenMeans[] = {4096, 16384};
 

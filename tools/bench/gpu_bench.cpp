@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
 #include "openmla/write_kv.h"
+#include "peers/flashmla.h"
 
 namespace openmla::bench {
 namespace {
@@ -188,10 +190,38 @@ struct CheckJob {
   std::vector<int32_t> block_table, seqlens;
   std::vector<uint16_t> gpu_out;  // [S, s_q, heads, 512]
   std::vector<float> gpu_lse;     // [S, s_q, heads]
+  std::vector<uint16_t> peer_out;  // the peer's, the same rows (empty without a peer)
+  std::vector<float> peer_lse;
 };
 
 float to_float(uint16_t bits, DType t) {
   return t == DType::kFloat16 ? fp8::fp16_to_float(bits) : fp8::bf16_to_float(bits);
+}
+
+// Worst request's max |out - ref| / max |ref|, and max |lse - ref| / max(1, |ref|), of one library's output.
+std::pair<double, double> compare_with_reference(const CheckJob& job, const std::vector<float>& out,
+                                                 const std::vector<float>& lse, const std::vector<uint16_t>& gpu_out,
+                                                 const std::vector<float>& gpu_lse) {
+  const int s = job.shape.batch_size;
+  const size_t rows_per_request = static_cast<size_t>(job.shape.q_len) * job.shape.num_heads;
+  double worst_out = 0.0, worst_lse = 0.0;
+  for (int r = 0; r < s; ++r) {
+    double max_ref = 0.0, max_diff = 0.0;
+    for (size_t i = r * rows_per_request * kHeadDimV; i < (r + 1) * rows_per_request * kHeadDimV; ++i) {
+      const double got = to_float(gpu_out[i], job.shape.q_dtype);
+      const double diff = std::fabs(got - out[i]);
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(out[i])));
+      max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
+    }
+    worst_out = std::max(worst_out, max_ref > 0 ? max_diff / max_ref : max_diff);
+    for (size_t i = r * rows_per_request; i < (r + 1) * rows_per_request; ++i) {
+      const double ref = lse[i], got = gpu_lse[i];
+      if (std::isinf(ref) && got == ref) continue;  // empty rows: -inf on both sides
+      const double err = std::fabs(got - ref) / std::max(1.0, std::fabs(ref));
+      worst_lse = std::isnan(err) ? INFINITY : std::max(worst_lse, err);
+    }
+  }
+  return {worst_out, worst_lse};
 }
 
 CheckOutcome run_check(const CheckJob& job) {
@@ -215,26 +245,12 @@ CheckOutcome run_check(const CheckJob& job) {
     args.lse = make_tensor(lse.data(), DType::kFloat32, {s, s_q, h});
     reference::decode(args, job.shape, job.math);
 
-    double worst_out = 0.0, worst_lse = 0.0;
-    const size_t rows_per_request = static_cast<size_t>(s_q) * h;
-    for (int r = 0; r < s; ++r) {
-      double max_ref = 0.0, max_diff = 0.0;
-      for (size_t i = r * rows_per_request * kHeadDimV; i < (r + 1) * rows_per_request * kHeadDimV; ++i) {
-        const double got = to_float(job.gpu_out[i], job.shape.q_dtype);
-        const double diff = std::fabs(got - out[i]);
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(out[i])));
-        max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
-      }
-      worst_out = std::max(worst_out, max_ref > 0 ? max_diff / max_ref : max_diff);
-      for (size_t i = r * rows_per_request; i < (r + 1) * rows_per_request; ++i) {
-        const double ref = lse[i], got = job.gpu_lse[i];
-        if (std::isinf(ref) && got == ref) continue;  // empty rows: -inf on both sides
-        const double err = std::fabs(got - ref) / std::max(1.0, std::fabs(ref));
-        worst_lse = std::isnan(err) ? INFINITY : std::max(worst_lse, err);
-      }
+    std::tie(outcome.max_rel_err, outcome.max_lse_err) =
+        compare_with_reference(job, out, lse, job.gpu_out, job.gpu_lse);
+    if (!job.peer_out.empty()) {
+      std::tie(outcome.peer_max_rel_err, outcome.peer_max_lse_err) =
+          compare_with_reference(job, out, lse, job.peer_out, job.peer_lse);
     }
-    outcome.max_rel_err = worst_out;
-    outcome.max_lse_err = worst_lse;
   } catch (const std::exception& e) {
     outcome.error = e.what();
   }
@@ -258,10 +274,16 @@ struct GpuBench::Scratch {
 
 DeviceArena* GpuBench::arena() const { return scratch_->arena.get(); }
 
+const char* peer_name(Peer p) noexcept { return p == Peer::kFlashMLA ? "flashmla" : "none"; }
+
 GpuBench::GpuBench(const GpuBenchOptions& options) : options_(options), scratch_(std::make_unique<Scratch>()) {
   OPENMLA_CUDA_CHECK(cudaSetDevice(options_.device));
   OPENMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop_, options_.device));
   OPENMLA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (options_.peer == Peer::kFlashMLA) {
+    const std::string why = flashmla::device_unsupported(prop_.major, prop_.minor, prop_.multiProcessorCount);
+    if (!why.empty()) detail::fail(Status::kInvalidArgument, "--peer flashmla: ", why);
+  }
   if (options_.memory_budget_bytes <= 0) {
     size_t free_bytes = 0, total_bytes = 0;
     OPENMLA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -313,31 +335,42 @@ Ceilings GpuBench::measure_ceilings() {
   return c;
 }
 
-std::vector<double> GpuBench::time_replays(cudaGraphExec_t graph, int sets, int count, bool back_to_back) {
-  std::vector<Event> start(static_cast<size_t>(count)), stop(static_cast<size_t>(count));
+std::vector<std::vector<double>> GpuBench::time_replays(const std::vector<cudaGraphExec_t>& graphs, int sets,
+                                                        int count, bool back_to_back) {
+  const size_t n = graphs.size();
+  std::vector<Event> start(n * count), stop(n * count);  // [round][graph]
   for (int i = 0; i < count; ++i) {
-    OPENMLA_CUDA_CHECK(cudaEventRecord(start[i].get(), stream_));
-    OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
-    OPENMLA_CUDA_CHECK(cudaEventRecord(stop[i].get(), stream_));
-    if (!back_to_back) OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop[i].get()));
+    for (size_t k = 0; k < n; ++k) {
+      const size_t g = i % 2 == 0 ? k : n - 1 - k;
+      const size_t e = i * n + g;
+      OPENMLA_CUDA_CHECK(cudaEventRecord(start[e].get(), stream_));
+      OPENMLA_CUDA_CHECK(cudaGraphLaunch(graphs[g], stream_));
+      OPENMLA_CUDA_CHECK(cudaEventRecord(stop[e].get(), stream_));
+      if (!back_to_back) OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop[e].get()));
+    }
   }
-  OPENMLA_CUDA_CHECK(cudaEventSynchronize(stop.back().get()));
-  std::vector<double> per_call_us;
+  OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<std::vector<double>> per_call_us(n);
   for (int i = 0; i < count; ++i) {
-    float ms = 0.f;
-    OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i].get(), stop[i].get()));
-    per_call_us.push_back(1e3 * ms / sets);
+    for (size_t g = 0; g < n; ++g) {
+      float ms = 0.f;
+      OPENMLA_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i * n + g].get(), stop[i * n + g].get()));
+      per_call_us[g].push_back(1e3 * ms / sets);
+    }
   }
   return per_call_us;
 }
 
-std::vector<double> GpuBench::time_sustained(cudaGraphExec_t graph, int sets) {
-  // How many replays fill sustain_ms: from one timed replay (the GPU warm from the untimed ones).
-  const double one_ms = time_replays(graph, sets, 1, false)[0] * sets * 1e-3;
-  const int untimed = static_cast<int>(std::min(1e6, std::ceil(options_.sustain_ms / std::max(1e-3, one_ms))));
-  for (int i = 0; i < untimed; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+std::vector<std::vector<double>> GpuBench::time_sustained(const std::vector<cudaGraphExec_t>& graphs, int sets) {
+  // How many rounds fill sustain_ms: from one timed round (the GPU warm from the untimed ones).
+  double round_ms = 0.0;
+  for (const std::vector<double>& us : time_replays(graphs, sets, 1, false)) round_ms += us[0] * sets * 1e-3;
+  const int untimed = static_cast<int>(std::min(1e6, std::ceil(options_.sustain_ms / std::max(1e-3, round_ms))));
+  for (int i = 0; i < untimed; ++i) {
+    for (cudaGraphExec_t graph : graphs) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph, stream_));
+  }
   // The timed replays follow without a host wait, so the GPU never idles between them.
-  return time_replays(graph, sets, options_.replays, true);
+  return time_replays(graphs, sets, options_.replays, true);
 }
 
 TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
@@ -348,6 +381,10 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
   r.format = format;
   r.backend = backend_name(options_.backend);
   r.anchor_kernel = anchor_kernel_for(format);
+  if (options_.peer != Peer::kNone) {
+    r.peer = peer_name(options_.peer);
+    r.peer_status = "not run";  // until its replays are timed
+  }
 
   const std::vector<int> seqlens = config_seqlens(config, options_.seed);
   const WorkCount work = count_work(config, seqlens, format);
@@ -375,6 +412,16 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     if (!kv_format_is_16bit(format) && shape.q_dtype == DType::kFloat16) r.backend += "+fp16q";
     if (options_.sm90_rows_per_cta != 0 && plan.backend() == Backend::kSm90)
       r.backend += "/rows" + std::to_string(options_.sm90_rows_per_cta);  // a forced schedule
+    // The peer decodes the same inputs into the same out / lse buffers; its split buffers (one workspace) are
+    // shared by the sets as OpenMLA's workspace is.
+    std::unique_ptr<flashmla::Decode> peer;
+    if (options_.peer == Peer::kFlashMLA) {
+      peer = std::make_unique<flashmla::Decode>(
+          flashmla::Shape{config.batch_size, config.q_len, config.num_heads, format, shape.causal},
+          prop_.multiProcessorCount);
+      r.peer_num_sm_parts = peer->num_sm_parts();
+    }
+    const size_t peer_workspace_bytes = peer ? peer->workspace_bytes() : 0;
 
     // Sizes of one input set.
     const int b = config.batch_size, s_q = config.q_len, h_q = config.num_heads;
@@ -393,8 +440,9 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
 
     // What a set and the shared buffers take of the budget, each buffer rounded up to the arena's boundary.
     const double set_footprint = r.set_bytes + double{kBuffersPerSet} * kArenaAlign;
-    const double budget =
-        options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b - double{kSharedBuffers} * kArenaAlign;
+    const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b -
+                          double{kSharedBuffers} * kArenaAlign -
+                          (peer ? static_cast<double>(peer_workspace_bytes + kArenaAlign) : 0.0);
     int sets = static_cast<int>(std::ceil(options_.min_kv_bytes_per_pass / kv_bytes));
     sets = std::clamp(sets, 2, kMaxInputSets);
     if (sets * set_footprint > budget) sets = static_cast<int>(budget / set_footprint);
@@ -412,6 +460,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     OPENMLA_CUDA_CHECK(cudaMemcpyAsync(seqlens_dev.get(), seqlens.data(), seqlens_dev.bytes(),
                                        cudaMemcpyHostToDevice, stream_));
     DeviceBuffer workspace = scope.buffer(plan.workspace_bytes());
+    DeviceBuffer peer_workspace = scope.buffer(peer_workspace_bytes);
     const TensorView seqlens_view = make_tensor(seqlens_dev.get(), DType::kInt32, {b}, DeviceType::kCUDA,
                                                 options_.device);
 
@@ -492,19 +541,72 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     }
     OPENMLA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph.graph));
     OPENMLA_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
-    for (int i = 0; i < kWarmupReplays; ++i) OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+    std::vector<cudaGraphExec_t> graphs = {graph.exec};
+
+    // The peer, the same way: its per-step schedule (FlashMLA's get_decoding_sched_meta, as plan() for
+    // OpenMLA) once, outside the timed region; the R calls (split-KV kernel + combine each) eagerly, then in
+    // one graph.
+    Graph peer_graph;
+    std::vector<flashmla::Args> peer_args(peer ? sets : 0);
+    for (size_t i = 0; i < peer_args.size(); ++i) {
+      flashmla::Args& a = peer_args[i];
+      a.q = inputs[i].q.get();
+      a.kv = inputs[i].kv.get();
+      a.num_pages = num_pages;
+      a.block_table = static_cast<const int32_t*>(inputs[i].block_table.get());
+      a.max_pages = max_pages;
+      a.seqlens = static_cast<const int32_t*>(seqlens_dev.get());
+      a.softmax_scale = softmax_scale;
+      a.out = inputs[i].out.get();
+      a.lse = static_cast<float*>(inputs[i].lse.get());
+    }
+    if (peer) {
+      try {
+        peer->plan(static_cast<const int32_t*>(seqlens_dev.get()), peer_workspace.get(), stream_);
+        OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the schedule complete before any call reads it
+        for (const flashmla::Args& a : peer_args) peer->run(a, peer_workspace.get(), stream_);
+        OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        OPENMLA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        try {
+          for (const flashmla::Args& a : peer_args) peer->run(a, peer_workspace.get(), stream_);
+        } catch (...) {
+          cudaStreamEndCapture(stream_, &peer_graph.graph);
+          throw;
+        }
+        OPENMLA_CUDA_CHECK(cudaStreamEndCapture(stream_, &peer_graph.graph));
+        OPENMLA_CUDA_CHECK(cudaGraphInstantiate(&peer_graph.exec, peer_graph.graph, 0));
+      } catch (const Error& e) {
+        throw Error(e.status(), std::string(peer_name(options_.peer)) + ": " + e.what());
+      }
+      graphs.push_back(peer_graph.exec);
+    }
+    for (int i = 0; i < kWarmupReplays; ++i) {
+      for (cudaGraphExec_t g : graphs) OPENMLA_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+    }
 
     // By default each replay on its own, the host waiting in between: the GPU stays mostly below its
-    // power cap (docs/benchmarking.md, "Power state").
-    const std::vector<double> per_call_us = options_.sustain_ms > 0
-                                                ? time_sustained(graph.exec, sets)
-                                                : time_replays(graph.exec, sets, options_.replays, false);
+    // power cap (docs/benchmarking.md, "Power state"). With a peer, OpenMLA's and its replays alternate.
+    const std::vector<std::vector<double>> replays_us = options_.sustain_ms > 0
+                                                            ? time_sustained(graphs, sets)
+                                                            : time_replays(graphs, sets, options_.replays, false);
+    const std::vector<double>& per_call_us = replays_us[0];
     r.time_us = median(per_call_us);
     r.time_us_min = *std::min_element(per_call_us.begin(), per_call_us.end());
     r.time_us_max = *std::max_element(per_call_us.begin(), per_call_us.end());
     r.replay_us = per_call_us;
     r.gbps = work.bytes / (r.time_us * 1e-6) / 1e9;
     r.tflops = work.flops / (r.time_us * 1e-6) / 1e12;
+    if (peer) {
+      const std::vector<double>& peer_us = replays_us[1];
+      r.peer_time_us = median(peer_us);
+      r.peer_time_us_min = *std::min_element(peer_us.begin(), peer_us.end());
+      r.peer_time_us_max = *std::max_element(peer_us.begin(), peer_us.end());
+      r.peer_replay_us = peer_us;
+      r.peer_ratio = r.peer_time_us / r.time_us;
+      r.peer_status = "ok";
+      // Both wrote the same out / lse: OpenMLA's graph once more, so that its rows are the ones checked below.
+      OPENMLA_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+    }
     r.device_errors = DecodePlan::read_device_errors(workspace.get(), stream_);
 
     // Accuracy: the first requests of input set 0 and their first heads, against the reference.
@@ -543,6 +645,14 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       download(out_all, set.out.get(), sample_rows * kHeadDimV, stream_);
       download(lse_all, set.lse.get(), sample_rows, stream_);
       OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::vector<uint16_t> peer_out_all;
+      std::vector<float> peer_lse_all;
+      if (peer) {  // the peer's graph once more: its rows of the same buffers
+        OPENMLA_CUDA_CHECK(cudaGraphLaunch(peer_graph.exec, stream_));
+        download(peer_out_all, set.out.get(), sample_rows * kHeadDimV, stream_);
+        download(peer_lse_all, set.lse.get(), sample_rows, stream_);
+        OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      }
       // Keep heads [0, heads) of every (request, token) row.
       for (size_t row = 0; row < static_cast<size_t>(samples) * s_q; ++row) {
         const size_t first = row * h_q;
@@ -550,6 +660,11 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
         job.gpu_out.insert(job.gpu_out.end(), out_all.begin() + first * kHeadDimV,
                            out_all.begin() + (first + heads) * kHeadDimV);
         job.gpu_lse.insert(job.gpu_lse.end(), lse_all.begin() + first, lse_all.begin() + first + heads);
+        if (peer) {
+          job.peer_out.insert(job.peer_out.end(), peer_out_all.begin() + first * kHeadDimV,
+                              peer_out_all.begin() + (first + heads) * kHeadDimV);
+          job.peer_lse.insert(job.peer_lse.end(), peer_lse_all.begin() + first, peer_lse_all.begin() + first + heads);
+        }
       }
       timed.check = std::async(std::launch::async, [job = std::move(job)] { return run_check(job); }).share();
     }

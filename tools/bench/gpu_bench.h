@@ -17,6 +17,14 @@
 
 namespace openmla::bench {
 
+// A library timed beside OpenMLA in the same process (--peer): same inputs, same method, its graph replays
+// interleaved with OpenMLA's, its output checked against the same reference sample.
+enum class Peer : uint8_t {
+  kNone = 0,
+  kFlashMLA = 1,  // FlashMLA's dense decode (bf16 / fp16 caches, sm90; peers/flashmla.h)
+};
+const char* peer_name(Peer p) noexcept;  // "none", "flashmla"
+
 struct GpuBenchOptions {
   int device = 0;
   Backend backend = Backend::kAuto;
@@ -35,6 +43,7 @@ struct GpuBenchOptions {
   int check_samples = 2;                      // requests of input set 0 checked (0: no check)
   int check_heads = 16;                       // first heads of each sampled request checked
   uint64_t seed = 2026;
+  Peer peer = Peer::kNone;
 };
 
 // Outcome of the background accuracy check of one config.
@@ -43,6 +52,8 @@ struct CheckOutcome {
   double max_lse_err = -1.0;
   int requests = 0;
   int heads = 0;
+  double peer_max_rel_err = -1.0;  // the same measures of the peer's output, against the same reference
+  double peer_max_lse_err = -1.0;
   std::string error;  // non-empty when the check itself failed
 };
 
@@ -72,11 +83,14 @@ class GpuBench {
 
  private:
   struct Scratch;
-  // Per-call µs of `count` graph replays (R = sets calls each), each between its own two events; the host
-  // waits after each replay, or only after the last (back to back: the GPU never idles).
-  std::vector<double> time_replays(cudaGraphExec_t graph, int sets, int count, bool back_to_back);
-  // --sustain-ms: replays back to back, untimed for sustain_ms, then the timed ones back to back.
-  std::vector<double> time_sustained(cudaGraphExec_t graph, int sets);
+  // Per-call µs of `count` rounds, per graph (R = sets calls each): a round replays every graph once, each replay
+  // between its own two events, in reverse order every other round (with a peer: OpenMLA first, then the peer
+  // first, so neither gains from its place); the host waits after each replay, or only after the last (back to
+  // back: the GPU never idles).
+  std::vector<std::vector<double>> time_replays(const std::vector<cudaGraphExec_t>& graphs, int sets, int count,
+                                                bool back_to_back);
+  // --sustain-ms: rounds back to back, untimed for sustain_ms, then the timed ones back to back.
+  std::vector<std::vector<double>> time_sustained(const std::vector<cudaGraphExec_t>& graphs, int sets);
   // The arena while it is in use (options_.arena), else nullptr: where the config's buffers come from.
   DeviceArena* arena() const;
   GpuBenchOptions options_;

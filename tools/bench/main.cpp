@@ -23,12 +23,10 @@
 #include "gpu_bench.h"
 #include "openmla/error.h"
 #include "openmla/version.h"
+#include "peers/flashmla.h"
 #include "report.h"
 
 #include "openmla_commit.h"  // OPENMLA_GIT_COMMIT, written at build time (cmake/write_commit.cmake)
-#ifndef OPENMLA_SOURCE_DIR
-#define OPENMLA_SOURCE_DIR ""
-#endif
 
 namespace openmla::bench {
 namespace {
@@ -44,7 +42,11 @@ const char* kUsage =
     "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"
     "  --shape B,SQ,HQ,SK[,varlen]  time this shape instead of a grid (repeatable; --grid is then ignored)\n"
     "  --json FILE         results file (default bench-results.json)\n"
-    "  --anchors FILE      reference times CSV (default: ../shared/notes/h200-anchors.csv if found)\n"
+    "  --anchors FILE      FlashMLA times measured elsewhere, CSV (kernel,b,s_q,h_q,s_k,varlen,time_us,...): the\n"
+    "                      anchor_us and speedup columns (default: none)\n"
+    "  --peer P            none|flashmla: also time FlashMLA's dense decode on the same inputs, its replays\n"
+    "                      interleaved with OpenMLA's (bf16/fp16 formats, sm_90 GPU; a build with\n"
+    "                      -DOPENMLA_BENCH_FLASHMLA_DIR). Default none\n"
     "  --check-samples N   requests of the first input set checked against the CPU reference (default 2, 0 = off)\n"
     "  --check-heads N     heads of each sampled request checked: 8|16|32|64|128 (default 16)\n"
     "  --replays N         timed graph replays per config, >= 5 (default 10)\n"
@@ -76,6 +78,7 @@ struct Options {
   ConfigFilter filter;
   std::string json = "bench-results.json";
   std::string anchors;
+  Peer peer = Peer::kNone;
   int check_samples = 2;
   int check_heads = 16;
   int replays = 10;
@@ -183,6 +186,8 @@ Options parse_options(int argc, char** argv) {
       o.json = next();
     } else if (arg == "--anchors") {
       o.anchors = next();
+    } else if (arg == "--peer") {
+      o.peer = parse_choice<Peer>("--peer", next(), {{"none", Peer::kNone}, {"flashmla", Peer::kFlashMLA}});
     } else if (arg == "--check-samples") {
       o.check_samples = parse_int("--check-samples", next());
       if (o.check_samples < 0) detail::fail_arg("--check-samples", ">= 0", o.check_samples);
@@ -237,6 +242,26 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// --peer flashmla: refused, naming the option, when this binary lacks FlashMLA or a selected configuration is not
+// one its dense decode runs (the device is checked when the GPU is opened).
+void check_peer(const Options& o, const std::vector<BenchConfig>& configs) {
+  if (o.peer != Peer::kFlashMLA) return;
+  if (!flashmla::built()) {
+    detail::fail(Status::kInvalidArgument,
+                 "--peer flashmla: this openmla-bench was built without FlashMLA; configure with "
+                 "-DOPENMLA_BENCH_FLASHMLA_DIR=<FlashMLA checkout> (bench/peers/get_flashmla.sh fetches one)");
+  }
+  for (KVFormat f : o.formats) {
+    for (const BenchConfig& c : configs) {
+      const std::string why = flashmla::shape_unsupported({c.batch_size, c.q_len, c.num_heads, f, c.causal()});
+      if (!why.empty()) {
+        detail::fail(Status::kInvalidArgument, "--peer flashmla: ", why, " (", c.label(), " ", kv_format_name(f),
+                     ")");
+      }
+    }
+  }
+}
+
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -276,6 +301,8 @@ void apply_check(BenchResult& r, const CheckOutcome& c) {
   }
   r.max_rel_err = c.max_rel_err;
   r.max_lse_err = c.max_lse_err;
+  r.peer_max_rel_err = c.peer_max_rel_err;
+  r.peer_max_lse_err = c.peer_max_lse_err;
 }
 
 int run(int argc, char** argv) {
@@ -291,6 +318,7 @@ int run(int argc, char** argv) {
     if (o.filter.matches(c)) configs.push_back(c);
   }
   const size_t total = configs.size() * o.formats.size();
+  check_peer(o, configs);
   if (o.list) {
     for (KVFormat f : o.formats)
       for (const BenchConfig& c : configs) std::printf("%s %s\n", c.label().c_str(), kv_format_name(f));
@@ -324,8 +352,9 @@ int run(int argc, char** argv) {
   info.check_heads = o.check_heads;
   info.seed = o.seed;
   info.min_kv_bytes_per_pass = o.min_set_mib * (1 << 20);
-  info.anchors_file = find_anchors_file(o.anchors, OPENMLA_SOURCE_DIR);
-  const Anchors anchors = info.anchors_file.empty() ? Anchors() : Anchors::load(info.anchors_file);
+  info.anchors_file = o.anchors;
+  const Anchors anchors = o.anchors.empty() ? Anchors() : Anchors::load(o.anchors);
+  info.peer = o.peer == Peer::kNone ? "" : peer_name(o.peer);
 
   GpuBenchOptions go;
   go.device = o.device;
@@ -342,6 +371,7 @@ int run(int argc, char** argv) {
   go.check_samples = o.check_samples;
   go.check_heads = o.check_heads;
   go.seed = o.seed;
+  go.peer = o.peer;
   GpuBench bench(go);
   bench.describe_device(info);
   info.ceilings = bench.measure_ceilings();
@@ -371,8 +401,12 @@ int run(int argc, char** argv) {
       if (r.status == "ok") {
         char anchor[64] = "";
         if (r.speedup > 0) std::snprintf(anchor, sizeof(anchor), ", %.2fx %s", r.speedup, r.anchor_kernel.c_str());
-        std::fprintf(stderr, "[%zu/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (R=%d)%s\n", index, total,
-                     describe(r).c_str(), r.time_us, r.gbps, r.tflops, r.input_sets, anchor);
+        char peer[96] = "";
+        if (r.peer_status == "ok") {
+          std::snprintf(peer, sizeof(peer), "; %s %.1f us (%.2fx)", r.peer.c_str(), r.peer_time_us, r.peer_ratio);
+        }
+        std::fprintf(stderr, "[%zu/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (R=%d)%s%s\n", index, total,
+                     describe(r).c_str(), r.time_us, r.gbps, r.tflops, r.input_sets, anchor, peer);
       } else {
         std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index, total, describe(r).c_str(), r.status.c_str());
       }

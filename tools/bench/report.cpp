@@ -80,10 +80,23 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   }
   if (info.allocation != "arena")
     std::fprintf(out, "allocation: %s (cudaMalloc / cudaFree per buffer of each config)\n", info.allocation.c_str());
-  std::fprintf(out, "anchors: %s\n\n", info.anchors_file.empty() ? "none found" : info.anchors_file.c_str());
+  std::fprintf(out, "anchors: %s\n", info.anchors_file.empty() ? "none (--anchors FILE)" : info.anchors_file.c_str());
+  const bool peer = !info.peer.empty();
+  if (peer) {
+    std::fprintf(out,
+                 "peer: %s, on the same inputs by the same method in this process, its replays interleaved with "
+                 "OpenMLA's;\n      %s_us its median per call, ratio = %s_us / us (> 1: OpenMLA faster)\n",
+                 info.peer.c_str(), info.peer.c_str(), info.peer.c_str());
+  }
+  std::fprintf(out, "\n");
 
-  std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s\n", "format", "b", "s_q", "h_q",
-               "s_k", "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err", "anchor_us", "speedup");
+  std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s", "format", "b", "s_q", "h_q", "s_k",
+               "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err", "anchor_us", "speedup");
+  if (peer) {
+    const std::string us = info.peer + "_us", err = info.peer + "_err";
+    std::fprintf(out, " %12s %7s %12s", us.c_str(), "ratio", err.c_str());
+  }
+  std::fprintf(out, "\n");
   for (const BenchResult& r : results) {
     std::fprintf(out, "%-10s %4d %4d %4d %14s ", kv_format_name(r.format), r.config.batch_size, r.config.q_len,
                  r.config.num_heads, seqlen_cell(r).c_str());
@@ -91,16 +104,24 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
       std::fprintf(out, "%9s  %s\n", r.backend.c_str(), r.status.c_str());
       continue;
     }
-    std::fprintf(out, "%9s %4d %10s %8s %8s %9s %10s %8s%s\n", r.backend.c_str(), r.input_sets,
+    std::fprintf(out, "%9s %4d %10s %8s %8s %9s %10s %8s", r.backend.c_str(), r.input_sets,
                  cell(r.time_us, "%.1f").c_str(), cell(r.gbps, "%.0f").c_str(), cell(r.tflops, "%.1f").c_str(),
                  cell(r.max_rel_err, "%.2e").c_str(), cell(r.anchor_us, "%.1f").c_str(),
-                 cell(r.speedup, "%.2fx").c_str(),
-                 r.device_errors != 0 ? "  DEVICE ERRORS" : "");
+                 cell(r.speedup, "%.2fx").c_str());
+    if (peer) {
+      std::fprintf(out, " %12s %7s %12s", cell(r.peer_time_us, "%.1f").c_str(), cell(r.peer_ratio, "%.3f").c_str(),
+                   cell(r.peer_max_rel_err, "%.2e").c_str());
+      if (r.peer_status != "ok") std::fprintf(out, "  %s: %s", r.peer.c_str(), r.peer_status.c_str());
+    }
+    std::fprintf(out, "%s\n", r.device_errors != 0 ? "  DEVICE ERRORS" : "");
   }
   std::fprintf(out,
                "\nGB/s = (sum(s_k) * bytes/token + b*s_q*h_q*1088*2) / time; TFLOP/s = 2*s_q*h_q*sum(s_k)*1088 / "
                "time;\nrel_err = max |out - reference| / max |reference| over the sampled requests; speedup = "
                "anchor_us / us (anchor: FlashMLA on the same shape, see docs/benchmarking.md).\n");
+  if (peer) {
+    std::fprintf(out, "%s_err: the same measure of the peer's output over the same sample.\n", info.peer.c_str());
+  }
 }
 
 void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results) {
@@ -123,7 +144,8 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
      << ", \"check_samples\": " << info.check_samples
      << ", \"check_heads\": " << info.check_heads << ", \"seed\": " << info.seed
      << ", \"head_dim_qk\": 576, \"head_dim_v\": 512, \"page_size\": 64, \"softmax_scale\": \"576^-0.5\""
-     << ", \"causal\": \"s_q > 1\", \"anchors_file\": " << json_string(info.anchors_file) << "},\n";
+     << ", \"causal\": \"s_q > 1\", \"anchors_file\": " << json_string(info.anchors_file)
+     << ", \"peer\": " << (info.peer.empty() ? "null" : json_string(info.peer)) << "},\n";
   js << "  \"ceilings\": {\"device_copy_gbps_read_plus_write\": " << json_number(info.ceilings.copy_gbps)
      << ", \"device_copy_bytes\": " << json_number(info.ceilings.copy_bytes) << "},\n";
   js << "  \"results\": [";
@@ -147,7 +169,20 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
        << ", \"max_lse_err\": " << json_number(r.max_lse_err) << ", \"checked_requests\": " << r.checked_requests
        << ", \"checked_heads\": " << r.checked_heads << ", \"device_errors\": " << r.device_errors
        << ", \"anchor_kernel\": " << json_string(r.anchor_kernel) << ", \"anchor_us\": " << json_number(r.anchor_us)
-       << ", \"speedup\": " << json_number(r.speedup) << "}";
+       << ", \"speedup\": " << json_number(r.speedup);
+    if (!r.peer.empty()) {
+      // "<peer>_us" etc.: the peer's per-call median, spread, replays and check, as OpenMLA's fields above.
+      const std::string p = "\"" + r.peer;
+      js << ", " << p << "_status\": " << json_string(r.peer_status) << ", " << p
+         << "_num_sm_parts\": " << r.peer_num_sm_parts << ", " << p << "_us\": " << json_number(r.peer_time_us)
+         << ", " << p << "_us_min\": " << json_number(r.peer_time_us_min) << ", " << p
+         << "_us_max\": " << json_number(r.peer_time_us_max) << ", " << p << "_replay_us\": [";
+      for (size_t k = 0; k < r.peer_replay_us.size(); ++k) js << (k ? ", " : "") << json_number(r.peer_replay_us[k]);
+      js << "], " << p << "_rel_err\": " << json_number(r.peer_max_rel_err) << ", " << p
+         << "_lse_err\": " << json_number(r.peer_max_lse_err) << ", \"ratio_vs_" << r.peer
+         << "\": " << json_number(r.peer_ratio);
+    }
+    js << "}";
   }
   js << (results.empty() ? "]\n" : "\n  ]\n") << "}\n";
 

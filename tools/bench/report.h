@@ -39,7 +39,16 @@ struct BenchResult {
   int checked_requests = 0, checked_heads = 0;
   unsigned device_errors = 0;
 
-  // Anchor (another kernel's time on the same shape), when known.
+  // The peer (--peer): another library's decode on the same inputs, its replays interleaved with OpenMLA's.
+  std::string peer;         // empty without a peer, else its name ("flashmla")
+  std::string peer_status;  // "ok", "not run" (OpenMLA's side failed), "error: ..."
+  int peer_num_sm_parts = 0;  // FlashMLA's split parts per query tile
+  double peer_time_us = -1.0, peer_time_us_min = -1.0, peer_time_us_max = -1.0;  // per call, as time_us
+  std::vector<double> peer_replay_us;
+  double peer_max_rel_err = -1.0, peer_max_lse_err = -1.0;  // as max_rel_err / max_lse_err, same sample
+  double peer_ratio = -1.0;  // peer_time_us / time_us (> 1: OpenMLA is faster)
+
+  // Anchor (another kernel's time on the same shape, from --anchors FILE), when known.
   std::string anchor_kernel;
   double anchor_us = -1.0;
   double speedup = -1.0;  // anchor_us / time_us
@@ -56,6 +65,7 @@ struct RunInfo {
   int compute_major = 0, compute_minor = 0, num_sms = 0;
   double device_memory_gb = 0.0;
   std::string grid, formats, backend_requested, anchors_file;
+  std::string peer;  // --peer: empty or the peer's name
   std::string fp8_math = "off";  // DecodeOptions::fp8_math of the fp8_e4m3 configs
   std::string fp8_query = "bf16";  // the query type of the FP8 configs
   double min_kv_bytes_per_pass = 0.0;
