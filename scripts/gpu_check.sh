@@ -52,7 +52,7 @@ else
   if [ -f python/CMakeLists.txt ] && has_python_module nanobind; then
     cmake_args+=(-DOPENMLA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python")
   else
-    if [ "$python" = 0 ]; then note "Python extension not built (OPENMLA_PYTHON=0)"
+    if [ "$python" = 0 ]; then note "Python extension not built (no Python: OPENMLA_PYTHON=0 or no python3)"
     else note "Python extension not built (no nanobind for $python)"; fi
     cmake_args+=(-DOPENMLA_BUILD_PYTHON=OFF)
     python=0
