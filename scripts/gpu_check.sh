@@ -1,119 +1,141 @@
 #!/usr/bin/env bash
-# One batch on a GPU machine: build, GPU tests, compute-sanitizer on a subset, benchmark.
+# The maintainers' check on a Hopper GPU machine, in one call: build (sm_90a), the GPU suite once per
+# backend, the Python tests, compute-sanitizer (memcheck, racecheck, synccheck) on a subset of the
+# suite, and a benchmark grid. Works without network: it installs nothing.
 # Usage: bash scripts/gpu_check.sh [bench grid: quick|deepseek|none] [out dir]
-# Knobs (env): PREBUILT=dir (carried binaries instead of a build), BACKENDS, TEST_FILTER, FP8_BACKENDS, PYTHON,
-# SANITIZE, SANITIZE_BACKEND, SANITIZE_FILTER, FP8_MATH, SANITIZE_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, BENCH_FILTER, BENCH_ARGS.
-# Logs and JSON go to $OUT (device tool) or ./gpu-check-out. A short summary prints last.
+# Logs and JSON go to the out dir (default $OUT, else ./gpu-check-out); a summary prints last.
+# Env knobs:
+#   PREBUILT=dir          binaries built elsewhere (dir/openmla-bench, dir/tests/openmla_gpu_tests); no build,
+#                         no Python
+#   ARCHS                 OPENMLA_PORTABLE_ARCHS of the build (default 90a)
+#   GTEST_SOURCE_DIR      a GoogleTest source tree, for machines without libgtest-dev (default .carry/googletest
+#                         when present)
+#   OPENMLA_PYTHON        the interpreter for the extension and pytest (default .venv/bin/python when present,
+#                         else python3 on PATH, the system's); 0 skips the Python extension and tests
+#   BACKENDS              backends the GPU suite runs under (default "sm90 portable"); TEST_FILTER narrows it
+#   SANITIZE=0            skips compute-sanitizer; SANITIZE_BACKEND (default sm90), SANITIZE_FILTER (a gtest filter)
+#   BENCH_FILTER, BENCH_ARGS  more openmla-bench arguments; FP8_BACKENDS (default "auto portable") for the FP8 grid
+#   TEST_TIMEOUT, SANITIZE_TIMEOUT, BENCH_TIMEOUT  seconds per step (a hung kernel must not cost the rest)
 set -uo pipefail
 grid="${1:-quick}"
 out="${2:-${OUT:-gpu-check-out}}"
 mkdir -p "$out"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root" || exit 1
 summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
 commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-# Recorded by openmla-bench in its JSON; without it the binary reports the commit it was built from.
+# openmla-bench records it in its JSON; without it the binary reports the commit it was built from.
 [ "$commit" != unknown ] && export OPENMLA_COMMIT="$commit"
 note "== $(date -u +%FT%TZ) commit $commit"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
 
+# ---- Python: the venv when there is one, else the system's python3 ------------------------------------
+python="${OPENMLA_PYTHON:-}"
+if [ -z "$python" ]; then
+  if [ -x .venv/bin/python ]; then python="$root/.venv/bin/python"; else python="$(command -v python3 || echo 0)"; fi
+fi
+[ -n "${PREBUILT:-}" ] && python=0
+has_python_module() { [ "$python" != 0 ] && "$python" -c "import $1" >/dev/null 2>&1; }
+
+# ---- build ----------------------------------------------------------------------------------------
 bin="${PREBUILT:-build-gpu}"
 if [ -n "${PREBUILT:-}" ]; then
-  # Binaries built on the CPU machine for sm_90a and carried (no Python module then).
   note "prebuilt binaries from $bin"
-  PYTHON=0
 else
-  gtest_args=()
-  if [ -d .carry/googletest ]; then gtest_args=(-DOPENMLA_GTEST_SOURCE_DIR="$root/.carry/googletest"); fi
-  py_args=()
-  if [ "${PYTHON:-1}" = 1 ] && python3 -c "import nanobind" 2>/dev/null && [ -f python/CMakeLists.txt ]; then py_args=(-DOPENMLA_BUILD_PYTHON=ON); fi
-  # sm_90a machine code only: this script runs on Hopper; the sm_80 build is checked by CI.
-  cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DOPENMLA_PORTABLE_ARCHS="${ARCHS:-90a}" \
-    "${gtest_args[@]}" "${py_args[@]}" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
+  cmake_args=(-G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DOPENMLA_PORTABLE_ARCHS="${ARCHS:-90a}")
+  gtest_dir="${GTEST_SOURCE_DIR:-}"
+  [ -z "$gtest_dir" ] && [ -d .carry/googletest ] && gtest_dir="$root/.carry/googletest"
+  [ -n "$gtest_dir" ] && cmake_args+=(-DOPENMLA_GTEST_SOURCE_DIR="$gtest_dir")
+  if [ -f python/CMakeLists.txt ] && has_python_module nanobind; then
+    cmake_args+=(-DOPENMLA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python")
+  else
+    if [ "$python" = 0 ]; then note "Python extension not built (no Python: OPENMLA_PYTHON=0 or no python3)"
+    else note "Python extension not built (no nanobind for $python)"; fi
+    cmake_args+=(-DOPENMLA_BUILD_PYTHON=OFF)
+    python=0
+  fi
+  cmake "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
   # -k 0: a broken tool or CPU test must not hide the GPU results; the two binaries below must exist.
-  ninja -C build-gpu -k 0 -j"$(nproc)" >"$out/build.log" 2>&1 || note "build had failures: $(grep -E '^FAILED' "$out/build.log" | head -5 | tr '\n' ' ')"
-  if [ ! -x build-gpu/tests/openmla_gpu_tests ] || [ ! -x "$bin"/openmla-bench ]; then
+  ninja -C build-gpu -k 0 -j"$(nproc)" >"$out/build.log" 2>&1 ||
+    note "build had failures: $(grep -E '^FAILED' "$out/build.log" | head -5 | tr '\n' ' ')"
+  if [ ! -x build-gpu/tests/openmla_gpu_tests ] || [ ! -x build-gpu/openmla-bench ]; then
     note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; exit 1
   fi
   grep -E "spill|Local memory|registers" "$out/build.log" | sort -u >"$out/ptxas.log" || true
-  note "build ok ($(grep -c 'spill stores' "$out/ptxas.log" || true) spill warnings)"
-  if command -v cuobjdump >/dev/null; then
-    cuobjdump -sass build-gpu/libopenmla.a >"$out/sass.txt" 2>/dev/null
-    note "SASS of libopenmla.a: $(grep -c 'HMMA' "$out/sass.txt") HMMA, $(grep -c 'HGMMA' "$out/sass.txt") HGMMA, $(grep -cE '\b(LDL|STL)\b' "$out/sass.txt") LDL/STL (local memory) instructions"
-  fi
+  note "build ok ($(grep -c 'spill stores' "$out/ptxas.log" || true) ptxas spill lines, in ptxas.log)"
 fi
 
+# ---- GPU suite, once per backend --------------------------------------------------------------------
 tests="$bin/tests/openmla_gpu_tests"
-# The suite once per backend: sm90 forced, then portable forced (every test; the portable-tile
-# tests only under portable).
 for backend in ${BACKENDS:-sm90 portable}; do
   filter="${TEST_FILTER:-*}"
+  # The portable-tile tests force the portable kernel: they run under the portable backend.
   [ "$backend" = sm90 ] && filter="$filter-*Portable*"
-  # A time limit per suite: a hung kernel must not cost the rest of the batch. The full log names
-  # the test that was running.
-  OPENMLA_BACKEND=$backend timeout "${TEST_TIMEOUT:-300}" "$tests" --gtest_filter="$filter" >"$out/gpu_tests_$backend.log" 2>&1
+  log="$out/gpu_tests_$backend.log"
+  OPENMLA_BACKEND=$backend timeout "${TEST_TIMEOUT:-300}" "$tests" --gtest_filter="$filter" >"$log" 2>&1
   rc=$?
-  grep -E '^\[  FAILED  \]' "$out/gpu_tests_$backend.log" | head -25
-  [ $rc = 124 ] && note "gpu tests ($backend): TIMED OUT in $(grep -E '^\[ RUN' "$out/gpu_tests_$backend.log" | tail -1)"
-  note "gpu tests ($backend): $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/gpu_tests_$backend.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$log" | head -25
+  [ $rc = 124 ] && note "gpu tests ($backend): TIMED OUT in $(grep -E '^\[ RUN' "$log" | tail -1)"
+  note "gpu tests ($backend): rc=$rc $(grep -E '^\[  (PASSED|FAILED)  \]' "$log" | tr '\n' ' ')"
 done
 
-if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -d python/tests ]; then
-  export PYTHONPATH="$root/build-gpu/python:$root/python${PYTHONPATH:+:$PYTHONPATH}"
-  python3 -m pytest -q python/tests 2>&1 | tee "$out/pytest.log" | tail -15
+# ---- Python tests and example -----------------------------------------------------------------------
+if [ "$python" = 0 ]; then
+  note "pytest: skipped (no Python extension)"
+elif ! has_python_module pytest || ! has_python_module numpy; then
+  note "pytest: skipped (pytest or numpy missing for $python)"
+else
+  PYTHONPATH="$root/python" "$python" -m pytest -q python/tests >"$out/pytest.log" 2>&1
+  tail -15 "$out/pytest.log"
   note "pytest: $(tail -1 "$out/pytest.log")"
+  if [ -f examples/speculative_decoding.py ]; then
+    PYTHONPATH="$root/python" "$python" examples/speculative_decoding.py --steps 1000 >"$out/example.log" 2>&1
+    note "example speculative_decoding.py: rc=$? $(tail -1 "$out/example.log")"
+  fi
 fi
 
-if [ "${PYTHON:-1}" = 1 ] && [ -n "${py_args[*]}" ] && [ -f examples/speculative_decoding.py ]; then
-  python3 examples/speculative_decoding.py --steps 1000 2>&1 | tee "$out/example.log" | tail -5
-  note "example: $(tail -1 "$out/example.log")"
-fi
-
+# ---- benchmark ----------------------------------------------------------------------------------------
+bench() {  # NAME ARGS...: one openmla-bench run, JSON and text under NAME
+  local name="$1"; shift
+  # shellcheck disable=SC2086  # BENCH_ARGS: several arguments
+  timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench "$@" ${BENCH_ARGS:-} --json "$out/$name.json" >"$out/$name.txt" 2>&1
+  local rc=$?
+  tail -n 40 "$out/$name.txt"
+  note "bench $name: rc=$rc"
+}
 if [ "$grid" != none ]; then
-  timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${BENCH_ARGS:-} --json "$out/bench_$grid.json" 2>&1 | tee "$out/bench_$grid.txt" | tail -n 200
-  # The FP8 issue's shapes, every format, on the default (sm90) and the portable backend.
+  bench "bench_$grid" --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"}
+  # Every cache format on the FP8 grid, per backend; then FP8 math (sm90, opt-in) on the e4m3 cache.
   for backend in ${FP8_BACKENDS:-auto portable}; do
-    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend" ${BENCH_ARGS:-} \
-      --json "$out/bench_fp8_$backend.json" 2>&1 | tee "$out/bench_fp8_$backend.txt" | tail -n 20
+    bench "bench_fp8_$backend" --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend"
   done
-  # FP8 math (opt-in, sm90) on the per-tensor e4m3 cache, same shapes.
-  if [ "${FP8_MATH:-1}" = 1 ]; then
-    timeout "${BENCH_TIMEOUT:-300}" "$bin"/openmla-bench --grid fp8 --format fp8_e4m3 --fp8-math qk_and_pv ${BENCH_ARGS:-} \
-      --json "$out/bench_fp8_math.json" 2>&1 | tee "$out/bench_fp8_math.txt" | tail -n 20
-  fi
+  bench bench_fp8_math --grid fp8 --format fp8_e4m3 --fp8-math qk_and_pv
 fi
-# Sanitizers last: they are slow, and a time limit must not cost the benchmark.
+
+# ---- compute-sanitizer (last: slow, and a time limit must not cost the benchmark) -------------------------
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  common='Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq4_hq128_causal_bf16'
-  if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ]; then
-    subset="$common:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq128_causal_fp16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq1_hq16_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq2_hq8_causal_bf16:AllSupported/DecodeShapes.EdgeLengthsMatchReference/sq16_hq16_causal_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq1_hq16_bf16:Decode.Sm90ScheduleForced:Decode.Fp8MathIndependentOfPartCount:Decode.Fp8MathLargeBatchSplitAndGuards:Decode.Fp8MathQueryScalesAndPeakyRows"
+  # A subset that covers each kernel (wide, narrow 16/32 rows, FP8 math, portable), the split/combine
+  # path, the device guards and write_kv, small enough for the tools' slowdown.
+  edge=AllSupported/DecodeShapes.EdgeLengthsMatchReference
+  fp8=Fp8Formats/DecodeFp8.EdgeLengthsMatchReference
+  common="Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:$edge/sq2_hq16_causal_bf16:$edge/sq4_hq128_causal_bf16:$fp8/dsmla_sq4_hq16_bf16:$fp8/e4m3_sq1_hq128_bf16:$fp8/e4m3_sq1_hq16_fp16:$fp8/e4m3_sq2_hq8_bf16:$fp8/dsmla_sq1_hq16_bf16:$fp8/dsmla_sq2_hq128_fp16"
+  backend="${SANITIZE_BACKEND:-sm90}"
+  if [ "$backend" = sm90 ]; then
+    subset="$common:$edge/sq2_hq128_causal_fp16:$edge/sq1_hq16_causal_bf16:$edge/sq2_hq8_causal_bf16:$edge/sq16_hq16_causal_fp16:$fp8/e4m3_sq2_hq16_fp16:$fp8/dsmla_sq2_hq8_bf16:Decode.Sm90ScheduleForced:Decode.Sm90Narrow32RowsForced:Decode.Fp8LargeBatchSplitAndGuards:Decode.Fp8MathIndependentOfPartCount:Decode.Fp8MathLargeBatchSplitAndGuards:Decode.Fp8MathQueryScalesAndPeakyRows"
   else
-    subset="$common:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq4_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq128_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq1_hq16_fp16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/e4m3_sq2_hq8_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq1_hq16_bf16:Fp8Formats/DecodeFp8.EdgeLengthsMatchReference/dsmla_sq2_hq128_fp16:WriteKV.PaddedPagesAlignedRows"
+    subset="$common:WriteKV.PaddedPagesAlignedRows"
   fi
-  subset="${SANITIZE_FILTER:-$subset}"
   for tool in memcheck racecheck synccheck; do
-    # Every report printed (the default limit is 100), so that racecheck_known.py below sees them all.
-    OPENMLA_BACKEND=${SANITIZE_BACKEND:-sm90} timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --print-limit 100000 --error-exitcode 9 "$tests" --gtest_filter="$subset" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
-    note "compute-sanitizer $tool (${SANITIZE_BACKEND:-sm90}): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
+    log="$out/sanitizer_$tool.log"
+    OPENMLA_BACKEND=$backend timeout "${SANITIZE_TIMEOUT:-180}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$tests" --gtest_filter="${SANITIZE_FILTER:-$subset}" --gtest_brief=1 >"$log" 2>&1
+    note "compute-sanitizer $tool ($backend): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
   done
-  # A filter may take in the FP8 32-row narrow kernel, whose known racecheck artifact racecheck_known.py tells apart.
-  if grep -q "Race reported between" "$out/sanitizer_racecheck.log"; then
-    note "$(python3 scripts/racecheck_known.py "$out/sanitizer_racecheck.log" . | tail -1)"
-  fi
-  # The 32-row narrow kernel on its own: racecheck reports a known tool artifact in its merge
-  # (docs/hopper-kernel.md), which racecheck_known.py tells apart from anything else.
-  if [ "${SANITIZE_BACKEND:-sm90}" = sm90 ] && [ -z "${SANITIZE_FILTER:-}" ]; then
-    narrow32='Decode.Sm90Narrow32RowsForced:Decode.Fp8LargeBatchSplitAndGuards'
-    for tool in memcheck racecheck synccheck; do
-      # Every report printed (the default limit is 100), so that racecheck_known.py sees them all.
-      OPENMLA_BACKEND=sm90 timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --print-limit 100000 --error-exitcode 9 "$tests" --gtest_filter="$narrow32" --gtest_brief=1 >"$out/sanitizer_${tool}_narrow32.log" 2>&1
-      note "compute-sanitizer $tool (sm90, 32-row narrow): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_${tool}_narrow32.log" | tail -1)"
-    done
-    note "$(python3 scripts/racecheck_known.py "$out/sanitizer_racecheck_narrow32.log" . | tail -1)"
-  fi
+elif [ "${SANITIZE:-1}" = 1 ]; then
+  note "compute-sanitizer: not found, skipped"
 fi
 
 echo; cat "$summary"
