@@ -7,7 +7,7 @@
 #include "kernels/common/combine_config.h"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/schedule.h"
-#include "kernels/sm80/decode/tiles.h"
+#include "kernels/portable/decode/tiles.h"
 
 namespace openmla {
 
@@ -47,7 +47,7 @@ PortableTileInfo portable_tile_info(PortableTile t) noexcept {
     case PortableTile::kRows16Tokens64: return {TileRows16Tokens64::M, TileRows16Tokens64::N, TileRows16Tokens64::kNumWarps};
     case PortableTile::kRows64Tokens64: return {TileRows64Tokens64::M, TileRows64Tokens64::N, TileRows64Tokens64::kNumWarps};
     case PortableTile::kRows64Tokens32: return {TileRows64Tokens32::M, TileRows64Tokens32::N, TileRows64Tokens32::kNumWarps};
-    case PortableTile::kRows16Tokens32W4: return {TileRows16Tokens32W4::M, TileRows16Tokens32W4::N, TileRows16Tokens32W4::kNumWarps};
+    case PortableTile::kRows16Tokens32Warps4: return {TileRows16Tokens32Warps4::M, TileRows16Tokens32Warps4::N, TileRows16Tokens32Warps4::kNumWarps};
   }
   return {0, 0, 0};
 }
@@ -58,7 +58,7 @@ size_t portable_tile_smem_bytes(PortableTile t, KVFormat format) noexcept {
     case PortableTile::kRows16Tokens64: return smem_of<TileRows16Tokens64>(format);
     case PortableTile::kRows64Tokens64: return smem_of<TileRows64Tokens64>(format);
     case PortableTile::kRows64Tokens32: return smem_of<TileRows64Tokens32>(format);
-    case PortableTile::kRows16Tokens32W4: return smem_of<TileRows16Tokens32W4>(format);
+    case PortableTile::kRows16Tokens32Warps4: return smem_of<TileRows16Tokens32Warps4>(format);
   }
   return 0;
 }
@@ -68,7 +68,7 @@ const char* portable_tile_name(PortableTile t) noexcept {
     case PortableTile::kRows16Tokens64: return "rows16_tokens64";
     case PortableTile::kRows64Tokens64: return "rows64_tokens64";
     case PortableTile::kRows64Tokens32: return "rows64_tokens32";
-    case PortableTile::kRows16Tokens32W4: return "rows16_tokens32_w4";
+    case PortableTile::kRows16Tokens32Warps4: return "rows16_tokens32_warps4";
   }
   return "unknown";
 }
@@ -76,9 +76,9 @@ const char* portable_tile_name(PortableTile t) noexcept {
 PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per_block) {
   // Few rows (h_q * s_q <= 32, the memory-bound TP8/TP4 decode): 16-row tiles, several m-tiles
   // re-read the same KV from L2 rather than wasting MMA rows. More rows: 64-row tiles.
-  static constexpr PortableTile kFewRows[] = {PortableTile::kRows16Tokens64, PortableTile::kRows16Tokens32W4};
+  static constexpr PortableTile kFewRows[] = {PortableTile::kRows16Tokens64, PortableTile::kRows16Tokens32Warps4};
   static constexpr PortableTile kManyRows[] = {PortableTile::kRows64Tokens64, PortableTile::kRows64Tokens32,
-                                               PortableTile::kRows16Tokens32W4};
+                                               PortableTile::kRows16Tokens32Warps4};
   if (rows <= 32) {
     for (PortableTile t : kFewRows)
       if (portable_tile_smem_bytes(t, format) <= max_smem_per_block) return t;
@@ -87,7 +87,7 @@ PortableTile choose_portable_tile(int rows, KVFormat format, size_t max_smem_per
       if (portable_tile_smem_bytes(t, format) <= max_smem_per_block) return t;
   }
   fail(Status::kUnsupported, "device: expected at least ",
-       portable_tile_smem_bytes(PortableTile::kRows16Tokens32W4, format),
+       portable_tile_smem_bytes(PortableTile::kRows16Tokens32Warps4, format),
        " bytes of shared memory per block for the portable decode kernel, got ", max_smem_per_block);
 }
 

@@ -16,7 +16,7 @@ enum class PortableTile : uint8_t {
   kRows16Tokens64 = 0,   // small h_q*s_q on >= 164 KB smem (sm90, sm100)
   kRows64Tokens64 = 1,   // large h_q*s_q on >= 226 KB smem (sm90, sm100)
   kRows64Tokens32 = 2,   // sm80 / sm87 (164 KB)
-  kRows16Tokens32W4 = 3, // sm86 / sm89 / sm120 (100 KB)
+  kRows16Tokens32Warps4 = 3, // sm86 / sm89 / sm120 (100 KB)
 };
 inline constexpr int kNumPortableTiles = 4;
 

@@ -60,8 +60,8 @@ TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
   EXPECT_EQ(choose_portable_tile(32, KVFormat::kBF16, kH100Smem), PortableTile::kRows16Tokens64);
   EXPECT_EQ(choose_portable_tile(33, KVFormat::kBF16, kH100Smem), PortableTile::kRows64Tokens64);
   EXPECT_EQ(choose_portable_tile(256, KVFormat::kBF16, kA100Smem), PortableTile::kRows64Tokens32);
-  EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kA100Smem), PortableTile::kRows16Tokens32W4);
-  EXPECT_EQ(choose_portable_tile(2048, KVFormat::kFP16, kAdaSmem), PortableTile::kRows16Tokens32W4);
+  EXPECT_EQ(choose_portable_tile(16, KVFormat::kBF16, kA100Smem), PortableTile::kRows16Tokens32Warps4);
+  EXPECT_EQ(choose_portable_tile(2048, KVFormat::kFP16, kAdaSmem), PortableTile::kRows16Tokens32Warps4);
   // Quantized stages hold the tokens as stored (576 / 656 B, no dequantized copy): the 64x64 tile fits both FP8
   // layouts on sm_90 and e4m3 on sm_80, the 16x64 tile e4m3 on sm_86 / sm_89.
   EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8DsMla, kH100Smem), PortableTile::kRows64Tokens64);
@@ -69,8 +69,8 @@ TEST(DecodeConfig, TileChoiceFollowsRowsAndSharedMemory) {
   EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8E4M3, kA100Smem), PortableTile::kRows64Tokens64);
   EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8DsMla, kA100Smem), PortableTile::kRows64Tokens32);
   EXPECT_EQ(choose_portable_tile(16, KVFormat::kFP8E4M3, kAdaSmem), PortableTile::kRows16Tokens64);
-  EXPECT_EQ(choose_portable_tile(16, KVFormat::kFP8DsMla, kAdaSmem), PortableTile::kRows16Tokens32W4);
-  EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8E4M3, kAdaSmem), PortableTile::kRows16Tokens32W4);
+  EXPECT_EQ(choose_portable_tile(16, KVFormat::kFP8DsMla, kAdaSmem), PortableTile::kRows16Tokens32Warps4);
+  EXPECT_EQ(choose_portable_tile(256, KVFormat::kFP8E4M3, kAdaSmem), PortableTile::kRows16Tokens32Warps4);
   for (int t = 0; t < kNumPortableTiles; ++t)
     for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
       const auto tile = static_cast<PortableTile>(t);

@@ -31,7 +31,8 @@
 #include "core/decode_config.h"
 #include "kernels/common/combine_config.h"
 #include "kernels/common/launch.h"
-#include "kernels/common/mma_sm80.cuh"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/convert.cuh"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/segment.cuh"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "kernels/common/decode_params.h"
-#include "kernels/common/mma_sm80.cuh"  // grid dependency control
+#include "kernels/arch/sync.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels {

@@ -10,10 +10,12 @@
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/kv_kind.h"
 #include "kernels/common/launch.h"
-#include "kernels/sm90/decode/config.h"
-#include "kernels/sm90/decode/fp8_math_config.h"
-#include "kernels/sm90/decode/launch.h"
-#include "kernels/sm90/decode/narrow_config.h"
+#include "kernels/sm90/decode/wide/config.h"
+#include "kernels/sm90/decode/fp8_math/config.h"
+#include "kernels/sm90/decode/fp8_math/launch.h"
+#include "kernels/sm90/decode/narrow/config.h"
+#include "kernels/sm90/decode/narrow/launch.h"
+#include "kernels/sm90/decode/wide/launch.h"
 
 namespace openmla::kernels::sm90 {
 namespace {

@@ -6,12 +6,14 @@
 #include <cstdint>
 
 #include "kernels/common/decode_params.h"
-#include "kernels/common/mma_sm80.cuh"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/convert.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/ptx.cuh"
-#include "kernels/sm90/decode/config.h"
+#include "kernels/arch/sm90/ptx.cuh"
+#include "kernels/sm90/decode/common.h"
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90 {

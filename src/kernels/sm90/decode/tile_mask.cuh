@@ -4,7 +4,7 @@
 
 #include "kernels/common/decode_params.h"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/ptx.cuh"
+#include "kernels/arch/sm90/ptx.cuh"
 
 namespace openmla::kernels::sm90 {
 
