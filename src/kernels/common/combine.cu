@@ -15,8 +15,8 @@
 // finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
 // in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
 //
-// Grid: x = tiles of one request, y = request groups (detail::combine_groups); the tile width is
-// detail::choose_combine_tile (core/decode_config.h), from upper bounds on the splits, since the host
+// Grid: x = tiles of one request, y = request groups (combine_groups); the tile width is
+// choose_combine_tile (combine_config.h), from upper bounds on the splits, since the host
 // does not know the lengths. With batch <= num_parts - 1, group g is request g; otherwise group g is the
 // part g + 1, which maps to the split request whose second part it is (that part begins in the
 // request, at a block > 0), so a large batch launches num_parts - 1 groups instead of batch. Groups
@@ -28,9 +28,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/decode_config.h"
 #include "kernels/common/combine_config.h"
-#include "kernels/common/launch.h"
+#include "kernels/common/combine.h"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/arch/sync.cuh"
 #include "kernels/common/convert.cuh"
 #include "kernels/common/partial_rows.h"
@@ -284,8 +284,8 @@ cudaError_t launch_typed(const DecodeParams& p, int tile_f4, int num_groups, boo
 
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
   if (p.batch <= 0 || p.rows <= 0 || p.num_parts <= 1) return cudaSuccess;  // nothing can be split
-  const int num_groups = detail::combine_groups(p.batch, p.num_parts);
-  const int tile_f4 = detail::choose_combine_tile(p.batch, p.rows, p.num_parts, p.max_pages);
+  const int num_groups = combine_groups(p.batch, p.num_parts);
+  const int tile_f4 = choose_combine_tile(p.batch, p.rows, p.num_parts, p.max_pages);
   return q_is_bf16 ? launch_typed<__nv_bfloat16>(p, tile_f4, num_groups, programmatic, stream)
                    : launch_typed<__half>(p, tile_f4, num_groups, programmatic, stream);
 }

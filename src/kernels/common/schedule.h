@@ -54,6 +54,19 @@ inline constexpr int kSm90WholeRequestSlackPercent = 3;
 // whole-or-split choice too, it split b=128, s_q=2, h_q=128, 4K and s_q=4, h_q=64, 4K: 0.969x (run 6).
 inline constexpr int kSm90MultiTileOverheadUnits = 2;
 
+// How a backend's kernels want the batch cut into parts (the planner's arguments, launch_plan): a part gets
+// at least min_units_per_part units; requests stay whole within max(kWholeRequestSlackUnits,
+// whole_slack_percent % of the equal share); a split plan weighs a request split_overhead_units. Chosen
+// once per plan by the backend's choose_launch.
+struct SplitTuning {
+  int min_units_per_part = kMinUnitsPerPart;
+  int whole_slack_percent = 0;
+  int split_overhead_units = kRequestOverheadUnits;
+};
+
+// Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1). Host code (schedule.cpp).
+int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
+
 struct SplitPart {
   int begin_req;    // first request of the part
   int begin_block;  // its first block

@@ -1,7 +1,7 @@
 // Launcher template; included only by the instantiation files.
 #pragma once
 
-#include "kernels/common/launch.h"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/portable/decode/kernel.cuh"
 #include "kernels/portable/decode/launch.h"
 

@@ -1,14 +1,13 @@
-// Dispatch from (tile, query dtype, cache kind) to the instantiations.
+// Dispatch from the launch configuration (tile, query type, cache kind) to the instantiations.
+#include "kernels/portable/decode/launch.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/common/dispatch.cuh"
-#include "kernels/common/launch.h"
-#include "kernels/portable/decode/launch.h"
 #include "kernels/portable/decode/tiles.h"
 
-namespace openmla::kernels {
-
+namespace openmla::kernels::portable {
 namespace {
 
 template <class Cfg, class Fn>
@@ -16,38 +15,36 @@ cudaError_t with_kind(KVFormat format, bool q_is_bf16, Fn&& fn) {
   return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) { return fn(Cfg{}, t, kind); });
 }
 
+// Calls fn(Cfg{}, T{}, kind) for the config's instantiation.
 template <class Fn>
-cudaError_t with_kernel(detail::PortableTile tile, KVFormat format, bool q_is_bf16, Fn&& fn) {
-  using namespace portable;
-  switch (tile) {
-    case detail::PortableTile::kRows16Tokens64: return with_kind<TileRows16Tokens64>(format, q_is_bf16, fn);
-    case detail::PortableTile::kRows64Tokens64: return with_kind<TileRows64Tokens64>(format, q_is_bf16, fn);
-    case detail::PortableTile::kRows64Tokens32: return with_kind<TileRows64Tokens32>(format, q_is_bf16, fn);
-    case detail::PortableTile::kRows16Tokens32Warps4: return with_kind<TileRows16Tokens32Warps4>(format, q_is_bf16, fn);
+cudaError_t with_kernel(const LaunchConfig& c, Fn&& fn) {
+  switch (c.tile) {
+    case PortableTile::kRows16Tokens64: return with_kind<TileRows16Tokens64>(c.kv_format, c.q_is_bf16, fn);
+    case PortableTile::kRows64Tokens64: return with_kind<TileRows64Tokens64>(c.kv_format, c.q_is_bf16, fn);
+    case PortableTile::kRows64Tokens32: return with_kind<TileRows64Tokens32>(c.kv_format, c.q_is_bf16, fn);
+    case PortableTile::kRows16Tokens32Warps4:
+      return with_kind<TileRows16Tokens32Warps4>(c.kv_format, c.q_is_bf16, fn);
+    case PortableTile::kAuto: break;
   }
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t prepare_portable_decode(detail::PortableTile tile, KVFormat format, bool q_is_bf16) {
-  return with_kernel(tile, format, q_is_bf16, [](auto cfg, auto t, auto kind) {
-    return portable::prepare_portable_decode_kernel<decltype(cfg), decltype(t), decltype(kind)::value>();
+cudaError_t prepare_decode(const LaunchConfig& config, int* resident_ctas_per_sm) {
+  return with_kernel(config, [&](auto cfg, auto t, auto kind) {
+    using Cfg = decltype(cfg);
+    using T = decltype(t);
+    constexpr int kKind = decltype(kind)::value;
+    if (const cudaError_t e = prepare_portable_decode_kernel<Cfg, T, kKind>(); e != cudaSuccess) return e;
+    return portable_decode_occupancy<Cfg, T, kKind>(resident_ctas_per_sm);
   });
 }
 
-cudaError_t portable_decode_ctas_per_sm(detail::PortableTile tile, KVFormat format, bool q_is_bf16, int* ctas) {
-  return with_kernel(tile, format, q_is_bf16, [&](auto cfg, auto t, auto kind) {
-    return portable::portable_decode_occupancy<decltype(cfg), decltype(t), decltype(kind)::value>(ctas);
+cudaError_t launch_decode(const DecodeParams& p, const LaunchConfig& config, bool programmatic, cudaStream_t stream) {
+  return with_kernel(config, [&](auto cfg, auto t, auto kind) {
+    return run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value>(p, programmatic, stream);
   });
 }
 
-cudaError_t launch_portable_decode(DecodeParams& p, detail::PortableTile tile, KVFormat format, bool q_is_bf16,
-                                   bool programmatic, cudaStream_t stream) {
-  p.fp16_partials = portable::kPortableFp16Partials;
-  return with_kernel(tile, format, q_is_bf16, [&](auto cfg, auto t, auto kind) {
-    return portable::run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value>(p, programmatic, stream);
-  });
-}
-
-}  // namespace openmla::kernels
+}  // namespace openmla::kernels::portable

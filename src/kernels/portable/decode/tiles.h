@@ -1,4 +1,4 @@
-// The tile configurations instantiated (see core/decode_config.h for when each is chosen).
+// The tile configurations instantiated (launch_config.h chooses among them; testing::PortableTile names them).
 #pragma once
 
 #include "kernels/portable/decode/config.h"

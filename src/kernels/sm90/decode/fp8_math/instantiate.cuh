@@ -2,7 +2,7 @@
 // instantiation files.
 #pragma once
 
-#include "kernels/common/launch.h"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/sm90/decode/fp8_math/kernel.cuh"
 #include "kernels/sm90/decode/fp8_math/launch.h"
 

@@ -10,7 +10,7 @@
 namespace openmla::kernels::sm90 {
 
 // Per-tensor e4m3 caches: grid (m_tiles of 64 rows, p.num_parts), the `kv` map of encode_fp8_math_kv_map
-// (launch.cu). T: the query type.
+// (tensor_maps.cu). T: the query type.
 template <typename T>
 cudaError_t run_fp8_math_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);
 template <typename T>

@@ -27,7 +27,7 @@ inline constexpr int kNarrowDimsPerThread = kHeadDimV / (4 * 8);
 // kRowsT query rows per CTA. FP8: 16 (one consumer warpgroup, two CTAs per SM) or 32 (two consumer
 // warpgroups taking alternate tiles of a 4-stage ring, one CTA per SM; they merge their softmax states
 // once per segment). kProducerWarpsT: 1 (one warp copies and finishes the pages) or 2 (one copies, one
-// finishes; always with 32 rows, and for ds_mla at 16 rows from kSm90Narrow16SplitMinBatch requests).
+// finishes; always with 32 rows, and for ds_mla at 16 rows from kNarrow16SplitMinBatch (launch_config.h) requests).
 // 16-bit caches (kKindT = kKv16Bit): one consumer warpgroup for either row count (O^T of 32 rows is 128
 // registers a thread), one producer warp, two stages (a page is 72 KB), one CTA per SM.
 // The producer warps a config has unless told (NarrowConfig's default, and the shared-memory layout's).

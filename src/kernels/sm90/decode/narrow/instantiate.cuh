@@ -2,7 +2,7 @@
 // included by the instantiation files.
 #pragma once
 
-#include "kernels/common/launch.h"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/sm90/decode/narrow/launch.h"
 #include "kernels/sm90/decode/narrow/kernel.cuh"
 

@@ -695,7 +695,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, NarrowSharedSto
   }
   mbarrier_arrive_expect_tx(bar, Page::kBytes);
   if constexpr (kKind == kKvE4M3) {
-    static_assert(Page::kLatentBoxes * 128 == kHeadDimV, "the latent map's chunks (launch.cu)");
+    static_assert(Page::kLatentBoxes * 128 == kHeadDimV, "the latent map's chunks (tensor_maps.cu)");
     tma_load_4d(dst, &maps.kv, 0, 0, 0, page, bar, policy);  // the kLatentBoxes boxes, one copy
     tma_load_3d(dst + Page::kRopeOffset, &maps.rope, kHeadDimV, 0, page, bar, policy);
   } else {

@@ -9,7 +9,7 @@
 
 namespace openmla::kernels::sm90 {
 
-// Grid (m_tiles of kRows rows, p.num_parts), its own maps (launch.cu, NarrowPage). kRows: 16 or 32;
+// Grid (m_tiles of kRows rows, p.num_parts), its own maps (tensor_maps.cu, NarrowPage). kRows: 16 or 32;
 // kProducerWarps: 1 or 2 (NarrowConfig).
 template <typename T, int kKind, int kRows, int kProducerWarps>
 cudaError_t run_narrow_decode(const DecodeParams& p, const TensorMaps& maps, bool programmatic, cudaStream_t stream);

@@ -74,15 +74,15 @@ struct alignas(1024) WideSharedStorage {
   // owner's S (P goes to `p`), so the owner releases it when S is done, ahead of the halves (128 arrivals).
   uint64_t rope_empty[WideConfig::kStages];
 };
-// The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 or fp32 by detail::sm90_wide_fp16_partials
-// (core/decode_config.h). The alternating kernels hold both forms; the seesaw is instantiated once per form.
+// The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 or fp32 by wide_fp16_partials
+// (launch_config.h). The alternating kernels hold both forms; the seesaw is instantiated once per form.
 
 // Up to this many query rows the alternating schedule's box 8 goes back after S (rope_empty). At 16 rows, b >= 16:
 // s_k 16K-32K 1.008-1.018x, 1K 0.99-1.00x. At 64 rows it measured 0.96-1.02x, so the limit stays at 16
 // (bench/results/2026-12-01-h200-session17-experiments.md).
 inline constexpr int kRopeEarlyMaxRows = 16;
 // Up to this many query rows (the alternating schedule's measured range) the 16-bit KV map asks for no L2
-// promotion (launch.cu, encode_kv_maps). With the 256-B promotion each 72-KB page cost ~20% more L2 sector
+// promotion (tensor_maps.cu, encode_wide_kv_maps). With the 256-B promotion each 72-KB page cost ~20% more L2 sector
 // requests than it brings (Nsight Compute, b=128, h_q=16); without it: 16 rows 1.024-1.075x, 32 rows 1.012x,
 // 64 rows 1.00-1.01x; the seesaw (>= 128 rows, 0.99x) and the FP8 maps (0.96-1.00x) keep it
 // (bench/results/2026-12-01-h200-portable-lazy-rescale.md run 13, bench/results/2026-12-01-h200-kv-l2-promotion.md).

@@ -1,7 +1,7 @@
 // Definitions behind launch.h for one query type and cache kind; included by the instantiation files.
 #pragma once
 
-#include "kernels/common/launch.h"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/sm90/decode/wide/kernel.cuh"
 #include "kernels/sm90/decode/wide/launch.h"
 
@@ -36,7 +36,7 @@ cudaError_t run_wide_decode(const DecodeParams& p, const TensorMaps& maps, bool 
                             cudaStream_t stream) {
   const dim3 grid((p.rows + WideConfig::kRows - 1) / WideConfig::kRows, p.num_parts);
   if constexpr (kKind == kKv16Bit) {
-    if (seesaw) {  // one instantiation per partial-row form (detail::sm90_wide_fp16_partials)
+    if (seesaw) {  // one instantiation per partial-row form (wide_fp16_partials, launch_config.h)
       auto* kernel = p.fp16_partials ? wide_decode_kernel<T, kKind, WideSchedule::kSeesaw, true>
                                      : wide_decode_kernel<T, kKind, WideSchedule::kSeesaw, false>;
       return launch_kernel(kernel, grid, WideConfig::kThreads, kWideSmemBytes, stream, programmatic, p, maps);

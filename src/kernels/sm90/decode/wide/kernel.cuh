@@ -620,7 +620,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
     // kExpandedBoxes sub-tiles of 64 B x 64 tokens, one copy (encode_kv_maps: 576 / 64 chunks for e4m3, 512 / 64
     // for the ds_mla latent).
     static_assert(L::kRawBoxBytes == 64 * 64 && L::kExpandedBoxes * 64 == (kKind == kKvDsMla ? kHeadDimV : kHeadDimQK),
-                  "the page map's chunks (launch.cu)");
+                  "the page map's chunks (tensor_maps.cu)");
     tma_load_4d(dst + L::kRawOffset, &maps.kv, 0, 0, 0, page, bar, policy);
     if constexpr (kKind == kKvDsMla)
       tma_load_3d(dst + Fp8StageLayout<kKvDsMla>::kRopeOffset, &maps.rope, kDsMlaRopeOffset, 0, page, bar, policy);
@@ -628,7 +628,7 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, WideSharedStora
 }
 
 // kFp16Partials: the kernel has the fp16 form of the partial rows (p.fp16_partials picks it per call; the seesaw's
-// fp32 instantiation has none of its code: detail::sm90_wide_fp16_partials in core/decode_config.h).
+// fp32 instantiation has none of its code: wide_fp16_partials in launch_config.h).
 template <typename T, int kKind, WideSchedule kSchedule, bool kFp16Partials>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wide_decode_kernel(const DecodeParams p, const __grid_constant__ TensorMaps maps) {

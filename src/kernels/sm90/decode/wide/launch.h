@@ -10,7 +10,7 @@
 namespace openmla::kernels::sm90 {
 
 // Grid (m_tiles of 64 rows, p.num_parts). kKind: kernels/common/kv_kind.h. seesaw: the consumers' schedule
-// (Sm90Schedule::seesaw, kernel.cuh); prepare readies both.
+// (Schedule::seesaw, launch_config.h); prepare readies both.
 template <typename T, int kKind>
 cudaError_t run_wide_decode(const DecodeParams& p, const TensorMaps& maps, bool seesaw, bool programmatic,
                             cudaStream_t stream);
