@@ -180,8 +180,6 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.kv = static_cast<const uint8_t*>(kv.data);
   p.page_stride_bytes = kv.strides[0] * dtype_size(kv.dtype);
   p.num_pages = static_cast<int>(kv.shape[0]);
-  p.kv_format = static_cast<int>(args.kv.format);
-  p.kv_scale = args.kv.scale;
   p.block_table = static_cast<const int*>(args.block_table.data);
   p.block_table_stride = args.block_table.strides[0];
   p.max_pages = static_cast<int>(args.block_table.shape[1]);
