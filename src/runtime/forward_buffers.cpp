@@ -5,26 +5,9 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 
 namespace openmla::runtime {
-namespace {
-
-// Makes `device` current for the scope (construction only; the per-step path never switches).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    OPENMLA_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) OPENMLA_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-}  // namespace
 
 ForwardBuffers::ForwardBuffers(const ForwardCapacity& capacity, int num_staging, int device, size_t workspace_bytes)
     : planner_(capacity) {
@@ -41,7 +24,7 @@ ForwardBuffers::ForwardBuffers(const ForwardCapacity& capacity, int num_staging,
   const ForwardLayout& layout = planner_.layout();
   entry_stride_ = layout.total_bytes;  // a multiple of 256
 
-  DeviceScope scope(device_);
+  detail::DeviceScope scope(device_);  // construction only: the per-step path never switches devices
   try {
     OPENMLA_CUDA_CHECK(cudaMalloc(&device_base_, layout.total_bytes));
     OPENMLA_CUDA_CHECK(cudaHostAlloc(&pinned_base_, entry_stride_ * static_cast<size_t>(num_staging_),
@@ -80,12 +63,9 @@ ForwardBuffers::~ForwardBuffers() {
   cudaFree(device_base_);
   // Kernels may still use the workspace; cudaFree alone does not promise to wait for them.
   if (workspace_ != nullptr) {
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device_);
+    detail::DeviceScope scope(device_, std::nothrow);
     cudaDeviceSynchronize();
     cudaFree(workspace_);
-    cudaSetDevice(previous);
   }
 }
 

@@ -6,25 +6,9 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 
 namespace openmla::runtime {
-namespace {
-
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    OPENMLA_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) OPENMLA_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-}  // namespace
 
 void StepContext::attention(const TensorView& q, const KVCache& kv, float softmax_scale, const TensorView& out,
                             const TensorView& lse, cudaStream_t stream) const {
@@ -124,7 +108,7 @@ void GraphRunner::capture(cudaStream_t stream) {
     detail::fail_arg("GraphRunner::capture: stream", "a created stream (CUDA graphs cannot be captured on the "
                      "legacy default stream)", "the default stream (0)");
   destroy_graphs();
-  DeviceScope scope(config_.device);
+  detail::DeviceScope scope(config_.device);
   for (ForwardMode mode : modes()) {
     for (int bucket : buckets_) {
       // Warm-up with every row padding (seqlen 0, slots -1: nothing written, no attention work):
