@@ -236,8 +236,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // The schedule (parts, splits) is read before griddepcontrol.wait: the planner wrote it before the
 // decode kernel, whose CTAs passed their own wait before they let this grid launch, so it is complete
 // and visible. Only the partials need the decode grid finished, so a CTA whose groups hold no split
-// request exits while the decode still runs (whole-request plans, large batches: the combine's wait
-// and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
+// request exits while the decode still runs (whole-request plans, large batches: the wait and the loads
+// after the decode would add microseconds to every call). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
 template <typename T, int kF, bool kFp16>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)

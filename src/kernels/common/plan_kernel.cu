@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   __shared__ typename Scan::TempStorage scan_storage;
 
   // The whole-or-split choice weighs a request kRequestOverheadUnits besides its blocks (the rules of
-  // schedule.h were measured so); the split below weighs it split_overhead_units.
+  // schedule.h are tuned with that weight); the split below weighs it split_overhead_units.
   auto units_of = [](int seqlen) -> long long {
     const int blocks = planned_blocks(seqlen);
     return (blocks > 0 ? blocks : 1) + kRequestOverheadUnits;

@@ -43,8 +43,8 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
 }
 
 // Packed query row `row` = token * h_q + head of a request. h_q is one of 8..128, a power of two
-// (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiled to ~20 instructions per row,
-// and the sm90 epilogue stalled on them (bench/results/2026-12-02-h200-seesaw-experiments.md, run 9).
+// (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiles to ~20 instructions per row,
+// on which the sm90 epilogue stalls.
 struct QueryRow {
   int token, head;
 };
@@ -87,9 +87,9 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Spl
 }
 
 // Whether any page id of the segment's blocks is out of range, read by `threads` threads together (thread `tid`
-// takes every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's wait
-// into every tile (the sm90 wide kernels: seesaw 1.008-1.037x, FP8 math 1.014-1.027x once per segment; runs 8-9 of
-// bench/results/2026-12-03-h200-session44.md). Each thread gets only its own share: the caller ORs the flags.
+// takes every threads-th id): a segment's guard in one round of loads, where a check per tile would put a global
+// load's wait into every tile of the sm90 wide kernels' loops. Each thread gets only its own share: the caller ORs
+// the flags.
 __device__ __forceinline__ bool segment_page_out_of_range(const DecodeParams& p, const Segment& seg, int tid,
                                                           int threads) {
   const int* page_ids = p.block_table + seg.req * p.block_table_stride;

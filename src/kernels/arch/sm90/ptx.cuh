@@ -161,8 +161,8 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lbo_
 // A descriptor of the operand `bytes` further on in shared memory. The address field is addr >> 4 in
 // bits 0-13 and shared memory ends below 2^18 B, so the sum never carries into the next field, and the
 // add is on the low word alone (a 64-bit add makes ptxas carry into the high word): one add per operand
-// and wgmma, where re-encoding each address (mask, shift, or) cost about ten uniform instructions per
-// wgmma (2026-12-02, docs/hopper-kernel.md). `bytes` must keep the operand's alignment.
+// and wgmma, where re-encoding each address (mask, shift, or) costs about ten uniform instructions per
+// wgmma. `bytes` must keep the operand's alignment.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
   const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
   return (desc & 0xFFFFFFFF00000000ull) | lo;

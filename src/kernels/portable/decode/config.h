@@ -15,8 +15,8 @@ inline constexpr int kHeadDimV = 512;
 inline constexpr int kChunkBytes = 16;                       // one cp.async / ldmatrix row
 inline constexpr int kRowChunks = kHeadDimQK * 2 / kChunkBytes;  // 72 chunks per 576-wide row
 inline constexpr int kPageTokens = 64;
-// Partial rows as fp16 (kernels/common/partial_rows.h; on the H200: 1.05x at b=1, h_q=128, 32K, 1.58x at b=1,
-// h_q=16, 32K on e4m3, whose fp32 rows were 4-byte stores in the quantized column order).
+// Partial rows as fp16 (kernels/common/partial_rows.h): half the bytes of fp32 rows, written as whole sectors
+// (fp32 rows in the quantized column order would be 4-byte stores).
 inline constexpr bool kPortableFp16Partials = true;
 inline constexpr int kDsMlaScalesByte = 512;   // ds_mla token: 4 float32 tile scales
 inline constexpr int kDsMlaRopeByte = 528;     // ds_mla token: rope
@@ -55,9 +55,8 @@ struct TileConfig {
 };
 
 // The final output rows: whole 32-byte sectors per store instruction (lane-pair word swaps or half exchanges, as
-// the partial rows) in the 64-row tiles, where they measured 1.003-1.029x at b = 64-128, 1K-4K; the 16-row tiles keep
-// 4-byte (16-bit caches) and 16-byte (quantized order) stores, whole sectors there measured 0.990-0.995x at b=128,
-// h_q=16, 4K (bench/results/2026-12-03-h200-session41.md, run 2).
+// the partial rows) in the 64-row tiles, where they are faster; the 16-row tiles keep 4-byte (16-bit caches) and
+// 16-byte (quantized order) stores, where the exchange costs more than it saves.
 template <typename Cfg>
 inline constexpr bool kPortableWholeSectorOutput = Cfg::M >= 64;
 
@@ -89,11 +88,10 @@ inline constexpr int kMinCtasPerSm = KvLayout<kKind>::kQuantized && Cfg::M == 16
 
 // QK of the quantized 16-row tiles is split over k (fp8_fragments.cuh, qk_gemm_quantized): pairs of
 // warps share two key tiles, each multiplying both over half of the dims, and trade partial scores
-// through shared memory, so each reads half of Q. Every warp reading all of Q was 147 KB of
-// shared-memory reads per 64-token tile (whose e4m3 bytes are 36 KB); on the H200 (b=128, s_q=1,
-// h_q=16, s_k=16K) the pairs took e4m3 from 461 to 409 us and ds_mla from 590 to 567 us. Groups of
-// four measured the same (411 us) and need 12 KB instead of 4 KB, which no longer fits the 16-row
-// e4m3 tile into the 99 KB of sm_86 / sm_89 (bench/results/2026-12-01-h200-portable-fp8-splitk.md).
+// through shared memory, so each reads half of Q: every warp reading all of Q would be 147 KB of
+// shared-memory reads per 64-token tile (whose e4m3 bytes are 36 KB), which bounds the kernel. Groups
+// of four gain nothing more and need 12 KB instead of 4 KB, which no longer fits the 16-row e4m3 tile
+// into the 99 KB of sm_86 / sm_89.
 template <class Cfg, int kKind>
 inline constexpr int kQkSplit = KvLayout<kKind>::kQuantized && Cfg::M == 16 ? 2 : 1;
 

@@ -126,7 +126,7 @@ __device__ __forceinline__ uint32_t rope_pair(uint32_t w) {
 // through shared memory, waits for its group, and returns its own tile (keys 8 warp_n, as without
 // the split), so Q is read once per group instead of once per warp.
 // under_first_loads() runs right after the first group's K loads are issued (the kernel issues the
-// next tile's copies there: 1.01-1.015x at 16 rows, bench/results/2026-12-01-h200-portable-lazy-rescale.md).
+// next tile's copies there, so that the loads the first MMAs wait for are ahead of them in the queue).
 template <class Cfg, typename Math, int kKind, class UnderFirstLoads>
 __device__ __forceinline__ void qk_gemm_quantized(const Math* sq, const uint8_t* stage, float (*partials)[4],
                                                   int warp_m, int warp_n, int lane,

@@ -54,8 +54,7 @@ cudaError_t encode_map(const DecodeParams& p, CUtensorMapDataType type, int elem
 // A page of an FP8 cache as `chunks` boxes of chunk_bytes x 64 tokens, in one copy: dims (chunk_bytes,
 // 64 tokens, chunks, pages) with strides (row_bytes, chunk_bytes, page stride), so that one box lands as
 // the chunks' sub-tiles back to back. The chunk dimension has the smaller stride, which the driver
-// accepts. (Nine copies of one sub-tile each took the issuing thread ~1,200 clocks per page:
-// bench/results/2026-12-02-h200-fp8-math-one-copy.md.)
+// accepts. (Nine copies of one sub-tile each would cost the issuing thread ~1,200 clocks per page.)
 cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chunk_bytes, int chunks,
                                    CUtensorMapSwizzle swizzle, CUtensorMap* map,
                                    CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -78,7 +77,7 @@ cudaError_t encode_page_chunks_map(const DecodeParams& p, int row_bytes, int chu
 
 }  // namespace
 
-// The wide kernel's Q map (kernel.cuh, issue_q_load): dims (576, h_q, s_q, b) with the query's strides,
+// The wide kernel's Q map (wide/kernel.cuh, issue_q_load): dims (576, h_q, s_q, b) with the query's strides,
 // boxes of 64 dims x one m-tile (64 rows: h_q heads x 64 / h_q tokens below 64 heads, else 64 heads x 1),
 // SW128 like the KV tiles. Rows past s_q * h_q are out of bounds and land as zeros. A dimension of size
 // 1 gets a packed stride (its stride is never used, and need not be aligned).
@@ -130,20 +129,19 @@ cudaError_t encode_wide_kv_maps(const DecodeParams& p, KVFormat format, TensorMa
   return cudaErrorInvalidValue;
 }
 
-// The FP8-math kernel's map (fp8_math_config.h): the e4m3 page as stored, 9 sub-tiles with the 64-B
+// The FP8-math kernel's map (fp8_math/config.h): the e4m3 page as stored, 9 sub-tiles with the 64-B
 // swizzle, the K-major layout of its e4m3 wgmma operands.
 cudaError_t encode_fp8_math_kv_map(const DecodeParams& p, TensorMaps* maps) {
   return encode_page_chunks_map(p, kHeadDimQK, Fp8MathConfig::kBoxDims, Fp8MathConfig::kBoxes,
                                 CU_TENSOR_MAP_SWIZZLE_64B, &maps->kv);
 }
 
-// The narrow kernel's maps (narrow_config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
+// The narrow kernel's maps (narrow/config.h, NarrowPage). e4m3: `kv` = the 512 latent bytes in
 // boxes of 128 B x 64 tokens (SW128), `rope` = the 64 rope bytes (64 x 64). ds_mla: `kv` = a page
 // as rows of 256 B (kNarrowCopyRowBytes), one box per page. 16-bit: `kv` = the page's nine 64-dim
 // boxes (128 B x 64 tokens, SW128) in copies of kPartBoxes boxes. The 16-bit and ds_mla maps go
-// without L2 promotion, as the wide kernel's 16-bit map for few rows (kKvNoPromotionMaxRows): for ds_mla
-// that measured 1.003-1.019x, e4m3's boxes of 576-B rows 0.982-0.994x, so e4m3 keeps 256 B (run 6 of
-// bench/results/2026-12-03-h200-session42.md).
+// without L2 promotion, as the wide kernel's 16-bit map for few rows (kKvNoPromotionMaxRows); e4m3's maps
+// keep the 256-B promotion, which its boxes of 576-B rows need.
 cudaError_t encode_narrow_kv_maps(const DecodeParams& p, KVFormat format, TensorMaps* maps) {
   constexpr auto kBytes = CU_TENSOR_MAP_DATA_TYPE_UINT8;
   if (kv_format_is_16bit(format))

@@ -6,7 +6,7 @@
 //   O += P V:  P in e4m3 (x 256), V^T written by the producer warps (8-bit wgmma reads K-major B only).
 // K and V^T live in separate rings: a page as copied is needed only until its S and its
 // transposition are done, V^T until both consumers' PVs are, and each consumer's half of V^T goes
-// back on its own. docs/hopper-kernel.md, "FP8 math"; fp8_math_kernel.cuh.
+// back on its own. docs/hopper-kernel.md, "FP8 math"; kernel.cuh.
 #pragma once
 
 #include <cstddef>
@@ -70,8 +70,8 @@ struct alignas(1024) Fp8MathSharedStorage {
   uint64_t vt_empty[Fp8MathConfig::kVtStages][Fp8MathConfig::kConsumers];
 };
 
-// FP8 math's partial rows stay fp32: fp16 rows measured 0.984x at the FP8 issue's compute-bound shape (b=128,
-// s_q=2, h_q=128, 8K) for 1.06x at b = 1 (bench/results/2026-12-03-h200-half-partials.md).
+// FP8 math's partial rows stay fp32: the fp16 form's code costs its compute-bound shapes (large batches, many
+// rows) more than its smaller stores gain at small batches.
 inline constexpr bool kFp8MathFp16Partials = false;
 
 inline constexpr size_t kFp8MathSmemBytes = sizeof(Fp8MathSharedStorage) + 1024;  // + alignment slack

@@ -1,8 +1,8 @@
-// sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): fp8_math_config.h.
+// sm90a split-KV MLA decode with FP8 math (opt-in, per-tensor e4m3 caches): config.h.
 //
 // The wide kernel's seesaw (kernel.cuh: pairs of tiles; here at every row count) and a producer
 // warpgroup, with both products on e4m3 wgmma (k = 32, twice the bf16 rate, half the operand bytes);
-// the page as copied and its V^T live in separate rings (fp8_math_config.h):
+// the page as copied and its V^T live in separate rings (config.h):
 //   - Q: each query row quantized once per segment to e4m3 with its own power-of-two scale
 //     (fp8_math_query_exponent: the smallest 2^e with amax <= 448 * 2^e); S is scaled back by it.
 //   - S = Q K^T reads the page as copied (TMA, 64-B swizzle: K-major for both operands).
@@ -75,9 +75,8 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 // scale. Rows past s_q * h_q are zero. 256 consumer threads. One pass: a thread's 18 chunks are all in
 // flight at once (72 registers, at the segment's start, where the tile loop's are free), then the
 // quad's max and the conversion. The rows are in L2 by then (prefetch_q_l2, issued a segment ahead)
-// except for a part's first segment. Two passes over the row (max, then convert), six loads in flight
-// each, took 1.004-1.14x longer per call (b=128, s_q=2, h_q=128, 8K: 701.3 against 682.2 us;
-// bench/results/2026-12-02-h200-fp8-math-ceilings.md, run 7).
+// except for a part's first segment. Two passes over the row (max, then convert) with fewer loads in
+// flight each would expose the load latency twice per segment.
 template <typename T>
 __device__ __forceinline__ void load_q_e4m3(const DecodeParams& p, int req, int m_tile, Smem& sm, int tid) {
   constexpr int kChunks = kHeadDimQK / 8;     // 72 chunks of 8 values (16 B)
@@ -144,8 +143,8 @@ __device__ __forceinline__ void prefetch_q_l2(const DecodeParams& p, int req, in
 // where the others give the even one, so that each matrix has four even and four odd rows and hits
 // eight different bank groups (the 64-B swizzle alone would pair rows 8 dims apart). Loads are
 // conflict-free too (two rows per 128 B). Per warp and page: 16 ldmatrix, 64 prmt, 16 stmatrix, four
-// loads in flight at a time (a 4 x 4 byte transposition with 32-bit loads took 64 loads, 128 prmt
-// and 16 stores and bounded the kernel: bench/results/2026-11-29-h200-fp8-math.md).
+// loads in flight at a time (a 4 x 4 byte transposition with 32-bit loads takes 64 loads, 128 prmt
+// and 16 stores, and bounds the kernel).
 struct TransposeTask {
   uint32_t row;      // offset in a box of this lane's token row (token l of 32)
   uint32_t phase;    // its 64-B swizzle: chunk cc lands at cc ^ phase
@@ -236,12 +235,10 @@ __device__ __forceinline__ void load_page(const DecodeParams& p, Smem& sm, const
 // and every warp's transposition of it are done): two pages ahead at the start, then, after its warp's
 // transposition of page it, page it + 2 into the slot of page it - 1, whose S and transpositions are
 // done by then, so that the blocking wait is short and its warp's next page is not held back.
-// Measured alternatives (bench/results/2026-12-02-h200-fp8-math-seesaw.md): the issuer in a half-0
-// warp, polling between its steps, left the ring short (consumer 0 waited for V^T); a polling loop
-// instead of the blocking waits took issue slots from the consumers (0.72-0.93x); trying slots without
-// blocking issued too late (0.85-0.93x); page it + 3 into page it's own slot (blocking on its S)
-// measured the same as this. Since a page is one copy (session 24), the issuer's warp no longer matters
-// (warp 0 or 1: 0.99-1.05x; bench/results/2026-12-02-h200-fp8-math-one-copy.md).
+// Alternatives that are slower: an issuer polling between its transposition steps leaves the ring short
+// (consumer 0 waits for V^T); a polling loop instead of the blocking waits takes issue slots from the
+// consumers; trying slots without blocking issues too late. (Page it + 3 into page it's own slot, blocking
+// on its S, is as fast.) A page is one copy, so which warp issues it does not matter.
 __device__ __forceinline__ void produce(const DecodeParams& p, const SplitPart& part, int part_idx, Smem& sm,
                                         const CUtensorMap* map) {
   static_assert(Cfg::kKStages >= 3, "page it + 2 goes into the slot of page it - 1");

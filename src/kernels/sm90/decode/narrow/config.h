@@ -47,7 +47,7 @@ struct NarrowConfig {
   static constexpr int kConsumerWarps = 4;         // per warpgroup
   static constexpr int kConsumerThreads = kConsumers * 128;
   // + the producer: its warps, or with two consumers a whole warpgroup (two warps work), so that
-  // setmaxnreg can move its registers to the consumers: 40 + 2 x 232 <= 3 x 168 (launch_impl checks).
+  // setmaxnreg can move its registers to the consumers: 40 + 2 x 232 <= 3 x 168 (instantiate.cuh checks).
   static constexpr int kProducerWarps = kProducerWarpsT;
   static constexpr int kProducerThreads = kConsumers == 1 ? 32 * kProducerWarps : 128;
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
@@ -62,7 +62,7 @@ struct NarrowConfig {
 
 // Where a page lands in its stage. 128-bit shared loads are served a quarter-warp (8 lanes: two
 // lane groups g, four quad lanes c) at a time, so each layout is chosen so that the 8 chunks of
-// every fragment load (narrow_kernel.cuh) fall in 8 different 16-B bank groups.
+// every fragment load (kernel.cuh) fall in 8 different 16-B bank groups.
 template <int kKind>
 struct NarrowPage;
 
@@ -117,11 +117,9 @@ struct NarrowScaleTable {
 // The 16-bit form's epilogue stages O (16 rows x 512 dims, fp32) in shared memory to write whole rows:
 // its O^T fragments hold dims 64 b + 16 w + g (+ 8), not a run of dims per thread. Rows padded by 4
 // floats, so that the four query rows a warp's store writes fall in different banks.
-// The narrow kernel's partial rows: fp16 on FP8 caches (1.03-1.08x at b = 1-16: its fp32 rows were 16-byte stores
-// of half a sector each; at b = 128, where few requests are split, 1.014x, and an fp32 instantiation beside it for
-// such batches gave that back: run 1 of bench/results/2026-12-03-h200-session42.md), fp32 on 16-bit caches, whose
-// staged stores write whole sectors already and which run from 64 requests, where few are split: fp16 measured
-// 1.002x and 1.012x there (b = 64 and 128, h_q = 16; run 4 of bench/results/2026-12-03-h200-half-partials.md).
+// The narrow kernel's partial rows: fp16 on FP8 caches (whose fp32 rows would be 16-byte stores of half a sector
+// each), fp32 on 16-bit caches, whose staged stores write whole sectors already and which run from 64 requests,
+// where few are split: the fp16 form's extra code would gain nothing there.
 template <int kKind>
 inline constexpr bool kNarrowFp16Partials = kKind != kKv16Bit;
 
@@ -133,7 +131,7 @@ struct alignas(1024) NarrowSharedStorage {
   using Page = NarrowPage<kKind>;
   using Cfg = NarrowConfig<kRows, kKind>;
   uint8_t kv[Cfg::kStages][Page::kBytes];                  // pages (NarrowPage)
-  uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (narrow_kernel.cuh); at
+  uint8_t q[Cfg::kQBoxes * Cfg::kQBoxBytes];               // Q^T, dims permuted (kernel.cuh); at
                                                            // a segment's end the consumers' merge buffer
   // P^T per consumer: kRows x 64 tokens, SW128. Two buffers, alternating per tile: a tile's P^T is
   // written before the warpgroup's first barrier of the tile (lazy rescaling), so not over the one

@@ -1,4 +1,4 @@
-// sm90a split-KV MLA decode kernel, "narrow" schedule (narrow_config.h): FP8 pages, kRows = 16 query
+// sm90a split-KV MLA decode kernel, "narrow" schedule (config.h): FP8 pages, kRows = 16 query
 // rows per CTA (or 32, from 64 requests: two consumer warpgroups on alternate tiles, merged once per segment);
 // or 16-bit pages, 16 or 32 rows, one consumer warpgroup (kKv16Bit: both operands of every wgmma from
 // shared memory, nothing converted; see the end of this comment).
@@ -22,7 +22,7 @@
 // The order of the 16 values of a QK k-step is free as long as both operands agree: a thread's
 // fragment takes 4 consecutive dims, so that its loads are whole 16-B chunks, and Q^T is stored in
 // the matching order (qk_chunk_dim below). PV reads four tokens per thread in their natural
-// order. Each layout keeps a quarter-warp's 16-B loads in distinct bank groups (narrow_config.h).
+// order. Each layout keeps a quarter-warp's 16-B loads in distinct bank groups (config.h).
 // 16-bit pages: S^T = K Q^T with K as a K-major A operand straight from its 64-dim boxes, Q^T in natural
 // dim order; O^T += V^T P^T with V^T as an MN-major A operand (m-block b = dims 64 b ..+64 = box b). A
 // stage is released once the PV that reads it has completed (at the next tile, or the segment's end).
@@ -807,9 +807,9 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
       // is free; the finish warp takes the pages in order as they land, finishes them (finish_page)
       // and releases them (`ready`). It is never more than one phase behind on a stage: a stage is
       // copied again only after its consumer passed `ready`. One warp doing both (below) keeps the
-      // consumers waiting for `ready` where finishing is the bottleneck: two consumers (32 rows:
-      // 1.04-1.05x e4m3, 1.09-1.13x ds_mla at b=128) and ds_mla's scale table at 16 rows and b=128
-      // (1.02-1.04x); elsewhere the single warp measured as fast or faster (docs/hopper-kernel.md).
+      // consumers waiting for `ready` where finishing is the bottleneck: two consumers (32 rows) and
+      // ds_mla's scale table at 16 rows and large batches; elsewhere the single warp is as fast or faster
+      // (docs/hopper-kernel.md).
       if constexpr (Cfg::kRebalanceRegisters) warpgroup_reg_dealloc<Cfg::kProducerRegs>();
       const int role = warp - Cfg::kConsumers * Cfg::kConsumerWarps;  // 0: copies, 1: finishes, 2-3: idle
       TileCursor cur(p, part, part_idx);

@@ -1,7 +1,13 @@
 // Configuration of the sm90a "wide" decode kernel: a CTA owns 64 query rows (one m-tile) and
-// streams 64-token KV tiles (one page) through two TMA stages. Three warpgroups: a producer (TMA)
-// and two consumers that split the 512 output columns and take turns computing S = Q K^T
-// (the "seesaw": the owner of a tile computes S and P; both multiply P by their half of V).
+// streams 64-token KV tiles (one page) through two TMA stages. Three warpgroups: a producer (TMA;
+// for FP8 caches it also expands each page into the query's type) and two consumers that split the
+// 512 output columns. Only one consumer computes a tile's S = Q K^T and softmax (its owner); both
+// multiply the tile's P by their half of V. The consumers run one of two schedules (WideSchedule):
+//   alternating: one tile at a time, owners alternating; the other consumer waits for P.
+//   seesaw (FlashMLA's name for it): tiles in pairs, consumer 0 owns the first, consumer 1 the
+//     second, so that one consumer's softmax runs while the other's wgmmas keep the tensor cores
+//     busy, the two see-sawing between softmax and MMA. Chosen where the tensor cores bound the time
+//     (16-bit caches with two or more query tiles per request: kernels/sm90/decode/launch_config.h).
 #pragma once
 
 #include <cstddef>
@@ -28,7 +34,7 @@ struct WideConfig {
   // released, so producer + 2 x consumer <= 3 x the launch's count (168 at 384 threads; checked
   // when the kernel is prepared): 40 / 232 for 16-bit caches (four copying threads); FP8 caches give
   // the dequantizing warps 72 (four boxes per expansion step; at 40 they spill) and the consumers 216
-  // (the alternating schedule fits; 56 / 224 with three boxes per step was 1.01-1.05x slower).
+  // (the alternating schedule fits; 56 / 224 with three boxes per step is slower).
   static constexpr int producer_regs(int kind) { return kind == kKv16Bit ? 40 : 72; }
   static constexpr int consumer_regs(int kind) { return kind == kKv16Bit ? 232 : 216; }
   // FP8 caches: the producer warpgroup's four warps dequantize (fp8_stage.cuh).
@@ -51,7 +57,7 @@ enum NamedBarrier : int {
 // Which consumer schedule the wide kernel runs (kernel.cuh).
 enum class WideSchedule : int {
   kAlternating = 0,  // one tile at a time, owners alternate
-  kSeesaw = 1,       // tiles in pairs: each consumer's S overlaps the other's softmax
+  kSeesaw = 1,       // tiles in pairs: each consumer's softmax overlaps the other's wgmmas
 };
 
 // Everything lives in one 1024-B aligned block (FP8 pages land raw in the upper part of their
@@ -77,15 +83,13 @@ struct alignas(1024) WideSharedStorage {
 // The wide kernel's partial rows (kernels/common/partial_rows.h): fp16 or fp32 by wide_fp16_partials
 // (launch_config.h). The alternating kernels hold both forms; the seesaw is instantiated once per form.
 
-// Up to this many query rows the alternating schedule's box 8 goes back after S (rope_empty). At 16 rows, b >= 16:
-// s_k 16K-32K 1.008-1.018x, 1K 0.99-1.00x. At 64 rows it measured 0.96-1.02x, so the limit stays at 16
-// (bench/results/2026-12-01-h200-session17-experiments.md).
+// Up to this many query rows the alternating schedule's box 8 goes back after S (rope_empty): with few rows the
+// next page's copy starts earlier; at 64 rows the extra barrier costs as much as it gains.
 inline constexpr int kRopeEarlyMaxRows = 16;
-// Up to this many query rows (the alternating schedule's measured range) the 16-bit KV map asks for no L2
-// promotion (tensor_maps.cu, encode_wide_kv_maps). With the 256-B promotion each 72-KB page cost ~20% more L2 sector
-// requests than it brings (Nsight Compute, b=128, h_q=16); without it: 16 rows 1.024-1.075x, 32 rows 1.012x,
-// 64 rows 1.00-1.01x; the seesaw (>= 128 rows, 0.99x) and the FP8 maps (0.96-1.00x) keep it
-// (bench/results/2026-12-01-h200-portable-lazy-rescale.md run 13, bench/results/2026-12-01-h200-kv-l2-promotion.md).
+// Up to this many query rows (the alternating schedule's range) the 16-bit KV map asks for no L2 promotion
+// (tensor_maps.cu, encode_wide_kv_maps): with the 256-B promotion each 72-KB page costs ~20% more L2 sector
+// requests than it brings (Nsight Compute, b=128, h_q=16), which matters most at few rows. The seesaw and the
+// FP8 maps keep the promotion, which they need.
 inline constexpr int kKvNoPromotionMaxRows = 64;
 
 inline constexpr size_t kWideSmemBytes = sizeof(WideSharedStorage) + 1024;  // + alignment slack

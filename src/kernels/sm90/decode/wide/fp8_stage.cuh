@@ -130,7 +130,7 @@ __device__ __noinline__ void expand_chunk_exact(uint4 raw, float scale, uint32_t
 //         scale (the quantizer's rule), which the exact path turns into NaN. The bytes are not
 //         tested for the NaN code, which only a writer breaking that rule stores under a finite
 //         scale (it reads as +-480 x scale, as on the portable sm80 path); with the per-group
-//         arrivals the byte test cost ds_mla 4-5% (bench/results/2026-12-01-h200-dsmla-expansion.md).
+//         arrivals the byte test would cost ds_mla a few percent.
 //   fp16: the hardware conversion (NaN kept), times a power-of-two scale in [2^-14, 2^7] in f16
 //         (exact: |product| <= 57,344, subnormal results are multiples of 2^-23).
 template <typename T>
@@ -189,7 +189,7 @@ struct ExpandTasks {
 // Boxes expanded per step: their chunks (two per thread and box) are read, then (if the step covers
 // raw bytes another thread may still read) the warps meet, then all are converted and written.
 // Four boxes give the scheduler eight independent chunks under the producer's 72 registers (three
-// under 56 was 1.01-1.05x slower); ds_mla for an fp16 query keeps two (its scale handling).
+// under 56 is slower); ds_mla for an fp16 query keeps two (its scale handling).
 template <typename T, int kKind>
 constexpr int expand_group_size() {
   return kKind == kKvDsMla && std::is_same_v<T, __half> ? 2 : 4;
@@ -318,11 +318,11 @@ __device__ __forceinline__ void expand_pages(const DecodeParams& p, const SplitP
     wait_stage_free(sm, stage, ((it / WideConfig::kStages) & 1) ^ 1);
     // Groups of boxes in order, each followed by one proxy fence and its boxes' `full` arrivals, so
     // that the owner's S starts on the first group while the rest is expanded (a fence per single box
-    // left the expansion latency-bound: bench/results/2026-11-29-h200-sm90-fp8.md). Every thread
+    // leaves the expansion latency-bound). Every thread
     // arrives for its own stores (count kDequantThreads): the release orders them before the
     // consumers' reads and their tail zeroing without relying on a warp-level sync. ds_mla's rope box
     // landed in place; for an fp16 query it is rounded in place last, and the fp16 ds_mla boxes all
-    // arrive after it, as before (per-group arrivals not measured there).
+    // arrive after it.
     constexpr bool kArrivePerGroup = !(kKind == kKvDsMla && std::is_same_v<T, __half>);
     uint8_t* const kv = sm.kv[stage];
     mbarrier_wait(&sm.raw[stage][0], parity);  // the whole page (one barrier for all its copies)

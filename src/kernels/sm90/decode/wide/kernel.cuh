@@ -12,7 +12,7 @@
 //             softmax step and P, then both multiply P by their V halves; one tile at a time.
 //             seesaw (consume_seesaw; 16-bit caches, >= 65 query rows): tiles in pairs, consumer 0
 //             computes S of the first, consumer 1 of the second, so one consumer's softmax runs
-//             under the other's wgmmas (docs/hopper-kernel.md: both, and the numbers).
+//             under the other's wgmmas: it "see-saws" between them (docs/hopper-kernel.md).
 // Guards as in the portable kernel (segment.cuh): a bad request covers no tile; a bad page id is
 // never used as a coordinate (the producer skips the copy), the consumers check the segment's ids
 // together before its tiles (segment_page_out_of_range) and the segment's rows become NaN. Tokens past
@@ -201,8 +201,7 @@ struct RowState {
 // The max moves lazily: a row keeps its running max unless the tile's exceeds it by more than
 // 2^kLazyRescaleLog2 in weight (P then stays below 2^8, far from overflow in bf16 / fp16 and fp32),
 // so alpha stays 1 and both consumers skip rescaling O and P (rescale_rows, scale_p_rows) on most
-// tiles: 1.036-1.054x on the seesaw's long rows, 1.015-1.019x for FP8 caches
-// (bench/results/2026-12-01-h200-portable-lazy-rescale.md, run 6).
+// tiles, which the seesaw's long rows gain most from.
 struct SoftmaxStep {
   float m0, m1, alpha0, alpha1, sum0, sum1;
   uint32_t pa[4][4];
@@ -327,13 +326,12 @@ __device__ __forceinline__ void issue_qk_boxes(WideSharedStorage& sm, int stage,
 // softmax step, publishes P and multiplies its V half from registers; the other consumer waits for
 // P and multiplies its half from shared memory. Each consumer waits for its previous PV before
 // anything else in a tile and then releases that stage (one arrival per warp), so the producer
-// refills it while the tile is computed. (Measured alternatives, docs/hopper-kernel.md: letting S
-// queue behind the previous PV, and FlashMLA-style pairs of tiles; neither was faster.)
+// refills it while the tile is computed. (Letting S queue behind the previous PV is not faster;
+// docs/hopper-kernel.md.)
 // kBoxByBox (FP8 caches): the owner's S starts on each group of boxes as the producer finishes
-// expanding it, instead of waiting for the whole page (with the per-group arrivals, ds_mla 1.08-1.12x
-// and e4m3 0.99-1.03x at 64+ rows; 16-bit caches, whose boxes land by TMA, measured -1.4% to +1.4%
-// that way and keep the single wait). rope_early: the owner gives box 8 back once S is done (the kernel's
-// rope_early; 16-bit caches, few rows).
+// expanding it, instead of waiting for the whole page (16-bit caches, whose boxes land by TMA at
+// once, gain nothing that way and keep the single wait). rope_early: the owner gives box 8 back once S
+// is done (the kernel's rope_early; 16-bit caches, few rows).
 template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                     const Segment& seg, const TileMask& mask, int tiles, int me,
@@ -436,9 +434,9 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 // over its tile's rope box (p_tile; up to 128 rows P_b goes to the spare P tile, p_b_tile). A missing b
 // (odd tile count) skips its steps. The handoffs are
 // rendezvous of both consumers (`barrier.sync` on both sides), met by both in one order per pair:
-// Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Measured
-// 1.02-1.05x faster than one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders
-// them (it does not model `barrier.arrive`).
+// Scale0 (a's max and alpha), Scale1 (b's max and alpha, and P_b), P0 (P_a at b's max). Faster than
+// one-sided arrive/wait handoffs, and compute-sanitizer's racecheck orders them (it does not model
+// `barrier.arrive`).
 // The page ids are checked once per segment by the caller (segment_page_out_of_range), not per pair.
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
@@ -555,8 +553,8 @@ __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideShared
       if (j + 3 < tiles) {
         // Its own half first (released above), then consumer 0's half of b's stage, in the order the producer copies
         // them. With P_b in the spare tile the rope box comes with its own half: 4-8, then 0-3. Else box 8 held P_b
-        // and comes after 0-3, copied once consumer 0's P_b V_b is done: taking it before 0-3 waited for the half's
-        // last copy first (1.006-1.030x on six seesaw shapes, 0.998x on a varlen batch; session 36, run 4).
+        // and comes after 0-3, copied once consumer 0's P_b V_b is done: taking it before 0-3 would wait for the
+        // half's last copy first.
         if (spare_pb) {
           issue_qk_boxes<T, Cfg::kHalfBoxes, Cfg::kBoxes, true>(sm, stage_b, parity_b ^ 1, s);
         } else {
@@ -684,7 +682,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // tile wrote over it (seesaw: consumer 1 reads P of the first tile of a pair, consumer 0 of the
     // second; the alternating schedule reads box 8 only before both releases). A thread per stage as well
     // as per half: the seesaw's consumer 1 releases stage b's half before stage a's, and one thread
-    // taking both stages' tiles in order would refill b only after a (1.02-1.03x, docs/hopper-kernel.md).
+    // taking both stages' tiles in order would refill b only after a (docs/hopper-kernel.md).
     const bool rope_thread = rope_early && threadIdx.x % 32 == 1 && (threadIdx.x / 32) % Cfg::kConsumers == 0;
     if ((threadIdx.x % 32 != 0 && !rope_thread) || threadIdx.x / 32 >= Cfg::kStages * Cfg::kConsumers) return;
     const int half = (threadIdx.x / 32) % Cfg::kConsumers;
@@ -745,8 +743,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Previous segment's readers of Q, P and the row arrays are done.
     named_barrier_sync(kBarConsumers, 256);
     int q_shift = 0;  // Q is stored times 2^-q_shift (fp16 math for a bf16 query only)
-    // FP8 caches: the first Q comes from here (issued by the producer, as for 16-bit caches, the wide
-    // kernel's FP8-grid shapes measured 0.4-1.3% slower).
+    // FP8 caches: the first Q comes from here (the producer warpgroup is busy expanding the first page,
+    // and issuing Q there is slower).
     if constexpr (kKind != kKv16Bit) {
       if (tid == 0 && req == part.begin_req) issue_q_load(p, maps, sm, req, m_tile);
     }

@@ -16,9 +16,8 @@ OPENMLA_HOST_DEVICE constexpr int seesaw_p_reader(int j) { return (j & 1) ? 0 : 
 
 // Up to two query tiles per request, P of a pair's second tile (P_b) goes to the spare P tile instead of over its
 // rope box, so box 8 of every stage goes back with consumer 1's half, and consumer 1's next S takes boxes 4-8 before
-// 0-3 (FlashMLA keeps P_b in Q's rope box for the same reason). Same-run A/B, session 37: 1.009-1.033x on eight
-// 128-row shapes (run 5); at 192-512 rows 0.99-1.01x (run 7), so the rule stays where it gains. At 96 rows
-// 1.029-1.034x (session 38, run 1).
+// 0-3 (FlashMLA keeps P_b in Q's rope box for the same reason). It gains at 65-128 rows; with more query tiles the
+// pages are in L2 for the other tiles anyway, and it gains nothing.
 inline constexpr int kSeesawSparePbMaxRows = 128;
 OPENMLA_HOST_DEVICE constexpr bool seesaw_spare_pb(int rows) { return rows <= kSeesawSparePbMaxRows; }
 
