@@ -28,11 +28,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/combine_config.h"
-#include "kernels/common/combine.h"
-#include "kernels/common/launch_kernel.h"
 #include "kernels/arch/sync.cuh"
+#include "kernels/common/combine.h"
+#include "kernels/common/combine_config.h"
 #include "kernels/common/convert.cuh"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/segment.cuh"
 

@@ -5,8 +5,9 @@
 
 #include <cstdint>
 
-#include "kernels/common/decode_params.h"
 #include "kernels/arch/sync.cuh"
+#include "kernels/common/decode_params.h"
+#include "kernels/common/page_table.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels {
@@ -92,10 +93,10 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Spl
 // the flags.
 __device__ __forceinline__ bool segment_page_out_of_range(const DecodeParams& p, const Segment& seg, int tid,
                                                           int threads) {
-  const int* page_ids = p.block_table + seg.req * p.block_table_stride;
+  const int* ids = page_ids(p, seg.req);
   bool bad = false;
   for (int block = seg.block_begin + tid; block < seg.block_end; block += threads) {
-    const int page = page_ids[block];
+    const int page = ids[block];
     bad |= page < 0 || page >= p.num_pages;
   }
   return bad;
@@ -125,7 +126,7 @@ struct TileCursor {
   __device__ bool valid() const { return req <= part.end_req; }
   // The tile's page id as the caller's block table holds it: unchecked, so the copy that uses it must
   // range-check it (a bad id is never a coordinate).
-  __device__ int page_id() const { return p.block_table[req * p.block_table_stride + block]; }
+  __device__ int page_id() const { return kernels::page_id(p, req, block); }
   // The tile's tokens inside its request's length: > 0, and kSegmentPageTokens except in the last tile.
   __device__ int tokens_in_tile() const { return p.seqlens[req] - block * kSegmentPageTokens; }
   __device__ void next() {

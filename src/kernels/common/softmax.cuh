@@ -1,5 +1,6 @@
-// The online softmax's arithmetic, shared by the decode kernels: 2^x on the MUFU unit, the exp2 base of a
-// row, the lazy-rescaling rule, and reductions over the four lanes of an accumulator quad.
+// The online softmax's vocabulary, shared by the decode kernels: 2^x on the MUFU unit, the exp2 base of a
+// row, the lazy-rescaling rule, reductions over the four lanes of an accumulator quad, and the running state
+// of the rows a thread holds in a 64-row wgmma accumulator.
 #pragma once
 
 namespace openmla::kernels {
@@ -42,5 +43,17 @@ __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+
+// Online-softmax state of the two accumulator rows a thread holds in an m64 wgmma fragment (rows g and g + 8
+// of its warp's 16), in the sm90 wide and FP8-math kernels: m, the running max in raw score units (the same in
+// both consumers; FP8 math: the running exponent base in log2 units, an integer), -inf until a key was seen;
+// l, this consumer's share of the row's sum of weights, unreduced over the quad (the epilogue reduces it).
+// The other kernels' fragments hold rows otherwise, so their state is their own: the portable kernel spreads a
+// row's keys over several warps and keeps the state in shared memory; the sm90 narrow kernel's query rows are
+// the wgmma's columns (kRows / 4 of them per thread), with ds_mla's scale beside them (narrow/softmax.cuh).
+struct RowPairState {
+  float m0 = -INFINITY, m1 = -INFINITY;
+  float l0 = 0.f, l1 = 0.f;
+};
 
 }  // namespace openmla::kernels

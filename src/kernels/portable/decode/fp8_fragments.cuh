@@ -19,12 +19,12 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/decode_params.h"
-#include "kernels/common/fp16_query.cuh"
-#include "kernels/common/fp8_registers.cuh"
 #include "kernels/arch/sm80.cuh"
 #include "kernels/arch/sync.cuh"
 #include "kernels/common/convert.cuh"
+#include "kernels/common/decode_params.h"
+#include "kernels/common/fp16_query.cuh"
+#include "kernels/common/fp8_registers.cuh"
 #include "kernels/common/segment.cuh"
 #include "kernels/portable/decode/config.h"
 #include "kernels/portable/decode/layout.cuh"

@@ -20,14 +20,15 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/decode_params.h"
 #include "kernels/arch/sm80.cuh"
 #include "kernels/arch/sync.cuh"
 #include "kernels/common/convert.cuh"
-#include "kernels/common/softmax.cuh"
+#include "kernels/common/decode_params.h"
+#include "kernels/common/page_table.cuh"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/portable/decode/config.h"
 #include "kernels/portable/decode/fp8_fragments.cuh"
 #include "kernels/portable/decode/layout.cuh"
@@ -54,7 +55,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_til
 // so the copy does not wait for this read.
 template <class Cfg>
 __device__ __forceinline__ int tile_page_id(const DecodeParams& p, int req, int tile) {
-  return p.block_table[req * p.block_table_stride + tile * Cfg::N / kPageTokens];
+  return page_id(p, req, tile * Cfg::N / kPageTokens);
 }
 
 // A tile's N token rows (row r at src + r * kRowBytes, kRowBytes / 16 chunks) into shared memory at

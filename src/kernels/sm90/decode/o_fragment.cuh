@@ -5,14 +5,14 @@
 
 #include <cstdint>
 
-#include "kernels/common/decode_params.h"
+#include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/arch/sync.cuh"
 #include "kernels/common/convert.cuh"
-#include "kernels/common/softmax.cuh"
+#include "kernels/common/decode_params.h"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/arch/sm90/ptx.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/sm90/decode/common.h"
 #include "openmla/error.h"
 

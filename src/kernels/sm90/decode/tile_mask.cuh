@@ -2,9 +2,9 @@
 // (grid x) and whose S accumulators are wgmma m64n64 fragments: the wide kernel and the FP8-math kernel.
 #pragma once
 
+#include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/common/decode_params.h"
 #include "kernels/common/segment.cuh"
-#include "kernels/arch/sm90/ptx.cuh"
 
 namespace openmla::kernels::sm90 {
 

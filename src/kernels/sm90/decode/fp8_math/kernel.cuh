@@ -24,16 +24,17 @@
 #include <cstdint>
 
 #include "core/fp8_math.h"
-#include "kernels/common/decode_params.h"
-#include "kernels/common/fp8_registers.cuh"
 #include "kernels/arch/sm80.cuh"
-#include "kernels/arch/sync.cuh"
-#include "kernels/common/softmax.cuh"
-#include "kernels/common/segment.cuh"
 #include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/arch/sm90/wgmma_ops.cuh"
-#include "kernels/sm90/decode/o_fragment.cuh"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/decode_params.h"
+#include "kernels/common/fp8_registers.cuh"
+#include "kernels/common/page_table.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/sm90/decode/fp8_math/config.h"
+#include "kernels/sm90/decode/o_fragment.cuh"
 #include "kernels/sm90/decode/tile_mask.cuh"
 #include "openmla/error.h"
 
@@ -321,13 +322,6 @@ __device__ __forceinline__ void issue_pv_ss(const Smem& sm, const uint8_t* p_til
 
 static_assert(Cfg::kRows == kMaskTileRows && Cfg::kTokens == kMaskTileTokens, "TileMask's tile (tile_mask.cuh)");
 
-// Running state of this thread's two rows: the exponent base (log2 units, an integer; -inf until a
-// key was seen) and this consumer's share of the row sums (unreduced over the quad).
-struct RowState {
-  float b0 = -INFINITY, b1 = -INFINITY;
-  float l0 = 0.f, l1 = 0.f;
-};
-
 struct SoftmaxStep {
   uint32_t pa[2][4];  // e4m3 A fragments of P V, k-steps 0 and 1
   float b0, b1;       // new bases
@@ -339,7 +333,7 @@ struct SoftmaxStep {
 // alpha = exp2(old base - new base) (a power of two), P as e4m3(256 P) in A-fragment order.
 // limit0 / limit1: this thread's rows' limits, held through the segment (TileMask::limit).
 __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMask& mask, int first_token, int c,
-                                                    int limit0, int limit1, const RowState& rs, float scale0,
+                                                    int limit0, int limit1, const RowPairState& rs, float scale0,
                                                     float scale1) {
 #pragma unroll
   for (int n8 = 0; n8 < 8; ++n8) {
@@ -358,10 +352,10 @@ __device__ __forceinline__ SoftmaxStep softmax_step(float (&s)[32], const TileMa
   mx0 = quad_max(mx0);
   mx1 = quad_max(mx1);
   SoftmaxStep r;
-  r.b0 = fmaxf(rs.b0, mx0 == -INFINITY ? -INFINITY : ceilf(mx0));
-  r.b1 = fmaxf(rs.b1, mx1 == -INFINITY ? -INFINITY : ceilf(mx1));
-  r.alpha0 = r.b0 == -INFINITY ? 1.f : exp2f(rs.b0 - r.b0);
-  r.alpha1 = r.b1 == -INFINITY ? 1.f : exp2f(rs.b1 - r.b1);
+  r.b0 = fmaxf(rs.m0, mx0 == -INFINITY ? -INFINITY : ceilf(mx0));
+  r.b1 = fmaxf(rs.m1, mx1 == -INFINITY ? -INFINITY : ceilf(mx1));
+  r.alpha0 = r.b0 == -INFINITY ? 1.f : exp2f(rs.m0 - r.b0);
+  r.alpha1 = r.b1 == -INFINITY ? 1.f : exp2f(rs.m1 - r.b1);
   const float base0 = softmax_base(r.b0), base1 = softmax_base(r.b1);
   float (&e)[32] = s;  // P in place of S
 #pragma unroll
@@ -465,7 +459,7 @@ struct ConsumerView {
 // each consumer's wgmma wait at the end of each pair. A missing b (odd tile count) skips its steps.
 // The page ids are checked once per segment by the caller (segment_page_out_of_range), not per pair.
 __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, uint32_t& it, float (&o)[128],
-                                               RowState& rs) {
+                                               RowPairState& rs) {
   const uint32_t it0 = it;  // the segment's first tile in the CTA's sequence
   float s[32];
   if (v.me < v.tiles) {  // S of this consumer's first tile
@@ -496,8 +490,8 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
       // b's base (a's again without b): P_a for consumer 1 and this consumer's O move to it.
       named_barrier_wait(kFp8MathBarScale1, 256);
       const float f0 = sm.row_scale_b[v.row0], f1 = sm.row_scale_b[v.row1];
-      rs.b0 = sm.row_base[v.row0];
-      rs.b1 = sm.row_base[v.row1];
+      rs.m0 = sm.row_base[v.row0];
+      rs.m1 = sm.row_base[v.row1];
       scale_p_rows(st.pa, f0, f1);
       store_p_tile(sm.p[0], st.pa, v.c, v.row0, v.row1);
       fence_proxy_async();
@@ -524,9 +518,9 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
       if (next) mbarrier_arrive(&sm.k_empty[KSlot(it0 + j + 2).stage]);
     } else {
       named_barrier_wait(kFp8MathBarScale0, 256);
-      RowState at_a;  // the rows' base after a, and a's alpha
-      at_a.b0 = sm.row_base[v.row0];
-      at_a.b1 = sm.row_base[v.row1];
+      RowPairState at_a;  // the rows' base after a, and a's alpha
+      at_a.m0 = sm.row_base[v.row0];
+      at_a.m1 = sm.row_base[v.row1];
       float f0 = sm.row_scale[v.row0], f1 = sm.row_scale[v.row1];  // O1 and l1: from b - 2's base to this pair's last
       SoftmaxStep st;
       if (has_b) {
@@ -534,8 +528,8 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
         write_row_state(sm.row_base, sm.row_scale_b, st, v.c, v.row0, v.row1);
         f0 *= st.alpha0;
         f1 *= st.alpha1;
-        rs.b0 = st.b0;
-        rs.b1 = st.b1;
+        rs.m0 = st.b0;
+        rs.m1 = st.b1;
         store_p_tile(sm.p[1], st.pa, v.c, v.row0, v.row1);  // P_b goes out with b's base
         fence_proxy_async();
       } else {
@@ -545,8 +539,8 @@ __device__ __forceinline__ void consume_seesaw(Smem& sm, const ConsumerView& v, 
           sm.row_scale_b[v.row0] = 1.f;
           sm.row_scale_b[v.row1] = 1.f;
         }
-        rs.b0 = at_a.b0;
-        rs.b1 = at_a.b1;
+        rs.m0 = at_a.m0;
+        rs.m1 = at_a.m1;
       }
       named_barrier_wait(kFp8MathBarScale1, 256);
       rs.l0 = rs.l0 * f0 + st.sum0;
@@ -648,7 +642,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    RowState rs;
+    RowPairState rs;
     // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them): the producer
     // never uses a bad id as a coordinate, and the segment is poisoned.
     const bool bad_page = segment_page_out_of_range(p, seg, tid, 256);
@@ -659,7 +653,7 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.
     constexpr float kLn2 = 0.6931471805599453f;
     write_segment_rows<T, kFp8MathBarConsumers, kFp8MathFp16Partials>(
-        p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1, rs.b0 * kLn2, rs.b1 * kLn2,
+        p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1, rs.m0 * kLn2, rs.m1 * kLn2,
         Cfg::kPScale, sm.row_sum, bad_page, [] {});
   }
 }

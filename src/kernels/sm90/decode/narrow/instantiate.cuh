@@ -3,8 +3,8 @@
 #pragma once
 
 #include "kernels/common/launch_kernel.h"
-#include "kernels/sm90/decode/narrow/launch.h"
 #include "kernels/sm90/decode/narrow/kernel.cuh"
+#include "kernels/sm90/decode/narrow/launch.h"
 
 namespace openmla::kernels::sm90 {
 

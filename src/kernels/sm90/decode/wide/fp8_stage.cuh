@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/arch/sm90/ptx.cuh"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/convert.cuh"
 #include "kernels/common/decode_params.h"
 #include "kernels/common/fp8_registers.cuh"
 #include "kernels/common/kv_kind.h"
-#include "kernels/arch/sync.cuh"
-#include "kernels/common/convert.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/sm90/decode/wide/config.h"
 
 namespace openmla::kernels::sm90 {

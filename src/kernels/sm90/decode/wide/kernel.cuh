@@ -27,19 +27,20 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/decode_params.h"
-#include "kernels/arch/sync.cuh"
-#include "kernels/common/convert.cuh"
-#include "kernels/common/softmax.cuh"
-#include "kernels/common/segment.cuh"
-#include "kernels/common/fp16_query.cuh"
 #include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/arch/sm90/wgmma_ops.cuh"
-#include "kernels/sm90/decode/wide/config.h"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/convert.cuh"
+#include "kernels/common/decode_params.h"
+#include "kernels/common/fp16_query.cuh"
+#include "kernels/common/page_table.cuh"
+#include "kernels/common/segment.cuh"
+#include "kernels/common/softmax.cuh"
 #include "kernels/sm90/decode/o_fragment.cuh"
-#include "kernels/sm90/decode/wide/seesaw_pairs.h"
 #include "kernels/sm90/decode/tile_mask.cuh"
+#include "kernels/sm90/decode/wide/config.h"
 #include "kernels/sm90/decode/wide/fp8_stage.cuh"
+#include "kernels/sm90/decode/wide/seesaw_pairs.h"
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90 {
@@ -189,13 +190,6 @@ __device__ __forceinline__ void zero_v_tail(WideSharedStorage& sm, int stage, in
 
 static_assert(Cfg::kRows == kMaskTileRows && Cfg::kTokens == kMaskTileTokens, "TileMask's tile (tile_mask.cuh)");
 
-// Online-softmax state of this thread's two rows: the running max m (raw score units, the same in
-// both consumers) and this consumer's share of the row sums l (unreduced over the quad).
-struct RowState {
-  float m0 = -INFINITY, m1 = -INFINITY;
-  float l0 = 0.f, l1 = 0.f;
-};
-
 // One tile's softmax step on S (owner only): masks, new max, P = exp2(S - max) as the wgmma A
 // fragments of P V, the rescale factors alpha of the old state, and the rows' sums of P.
 // The max moves lazily: a row keeps its running max unless the tile's exceeds it by more than
@@ -336,7 +330,7 @@ template <typename T, bool kBoxByBox>
 __device__ __forceinline__ void consume_alternating(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                     const Segment& seg, const TileMask& mask, int tiles, int me,
                                                     int lane, int c, int row0, int row1, uint32_t& it,
-                                                    float (&o)[128], RowState& rs, bool rope_early) {
+                                                    float (&o)[128], RowPairState& rs, bool rope_early) {
   // Every thread releases the stage itself: its own accesses (the tail zeroing included) are then
   // ordered before the next copy into it for racecheck too (a lane-0 arrival after the warpgroup
   // barrier orders them as well, but racecheck does not follow that chain).
@@ -441,7 +435,7 @@ __device__ __forceinline__ void scale_p_rows(uint32_t (&pa)[4][4], float f0, flo
 template <typename T>
 __device__ __forceinline__ void consume_seesaw(const DecodeParams& p, WideSharedStorage& sm, float scale_log2,
                                                const Segment& seg, const TileMask& mask, int tiles, int me, int c,
-                                               int row0, int row1, uint32_t& it, float (&o)[128], RowState& rs,
+                                               int row0, int row1, uint32_t& it, float (&o)[128], RowPairState& rs,
                                                bool spare_pb) {
   const uint32_t it0 = it;  // the segment's first tile in the stage sequence
   float s[32];
@@ -704,7 +698,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int rope_half =  // every tile
             rope_box_half(second_of_pair, stage, block - seg.block_begin, spare_pb);
         if (stage != my_stage) continue;
-        const int page = p.block_table[req * p.block_table_stride + block];  // loads under the wait
+        const int page = page_id(p, req, block);  // loads under the wait
         if (req == part.begin_req && block == seg.block_begin + 1) mbarrier_wait(&sm.q_full, 0);
         // Every release of this stage half is waited for, in order. A parity wait cannot tell phase k from
         // phase k + 2, so a waiter that skipped a release could pass while the stage is still in use (a variant
@@ -763,7 +757,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    RowState rs;
+    RowPairState rs;
     // The segment's page ids in one round of loads (this thread's share; write_segment_rows ORs them), so that the
     // tile loop holds no global load: the producer never uses a bad id as a coordinate, and the segment is poisoned.
     const bool bad_page = segment_page_out_of_range(p, seg, tid, 256);
