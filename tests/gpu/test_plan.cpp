@@ -236,7 +236,8 @@ TEST(Plan, SegmentCostBalancesPartsOfManyRequests) {
     }
   }
   // b=128 x 64 blocks over 33 parts (4 m-tiles, e.g. s_q=2, h_q=128): four requests a part are 7 units over the
-  // share at 1 unit a request, within the 3% slack; at 2 units they would be 8 over and split (0.969x, run 6).
+  // share at 1 unit a request, within the 3% slack; at 2 units they would be 8 over and split,
+  // which is slower.
   const std::vector<int> equal(128, 4096);
   const Schedule whole = run_planner(equal, 33, kernels::kSm90MinUnitsPerPart, kernels::kSm90WholeRequestSlackPercent,
                                      kOverhead);
