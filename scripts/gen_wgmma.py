@@ -6,7 +6,7 @@ is why it is generated rather than written by hand. Run: python3 scripts/gen_wgm
 """
 import pathlib
 
-OUT = pathlib.Path(__file__).resolve().parent.parent / "src/kernels/sm90/common/wgmma_ops.cuh"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "src/kernels/arch/sm90/wgmma_ops.cuh"
 
 # (name, n, a_from_registers, transpose_b, transpose_a)
 OPS = [

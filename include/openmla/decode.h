@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include <cuda_runtime_api.h>
 
@@ -32,8 +33,8 @@ struct DecodeShape {
 };
 
 enum class Backend : uint8_t {
-  kAuto = 0,      // OPENMLA_BACKEND env (auto|portable|sm90), else sm90 on compute capability 9.0 (every
-                  // cache format and shape), portable elsewhere
+  kAuto = 0,      // sm90 on compute capability 9.0 (every cache format and shape), portable elsewhere; the
+                  // OPENMLA_BACKEND environment variable can name one (openmla/testing.h)
   kPortable = 1,  // mma.sync kernel, sm_80 and newer
   kSm90 = 2,      // wgmma/TMA kernel, sm_90a only
 };
@@ -52,21 +53,12 @@ const char* fp8_math_name(Fp8Math m) noexcept;
 
 struct DecodeOptions {
   Backend backend = Backend::kAuto;
-  // Number of split-KV work parts (CTAs per query tile). 0 = derived from the SM count.
-  // Exposed for tests (forcing many splits) and benchmarks; results do not depend on it.
+  // Number of split-KV work parts (CTAs per query tile). 0 = derived from the SM count and the kernel's
+  // CTAs per SM, which fills the device once. A tuning knob: more parts split long requests finer (and
+  // force splits in tests); results do not depend on it.
   int num_parts = 0;
-  // Testing hook: force a portable tile (index of detail::PortableTile, see docs/validation.md);
-  // -1 = chosen from the device's shared memory and the row count.
-  int portable_tile = -1;
-  // Testing hook for the sm90 kernels (ignored by the portable backend): query rows per CTA, which
-  // picks the schedule. 16 or 32: the "narrow" kernel (s_q * h_q <= that; ds_mla with a bf16 query);
-  // 64: the "wide" kernel; 0 = automatic (FP8 caches: narrow for <= 16 rows, its 32-row variant for
-  // 17-32 rows from 64 requests; 16-bit caches: narrow for <= 16 rows with one or two requests and from
-  // 64, and 17-32 rows from 128; wide otherwise; detail::choose_sm90_schedule, docs/hopper-kernel.md). A schedule that
-  // cannot run the shape throws kInvalidArgument.
-  int sm90_rows_per_cta = 0;
   // kQkAndPv needs kv_format kFP8E4M3 (else kInvalidArgument) and the sm90 backend (else
-  // kUnsupported: the portable kernel has no FP8 math); it runs the 64-row schedule.
+  // kUnsupported: the portable kernel has no FP8 math); it runs the 64-row FP8-math kernel.
   Fp8Math fp8_math = Fp8Math::kOff;
 };
 
@@ -86,9 +78,21 @@ struct DecodeArgs {
   TensorView mask;           // future: tree mask
 };
 
+class DecodePlan;
+namespace testing {
+struct DecodeOverrides;
+DecodePlan make_decode_plan(const DecodeShape& shape, const DecodeOptions& options, const DecodeOverrides& overrides,
+                            int device);
+}  // namespace testing
+namespace detail {
+struct DecodeLaunch;  // the backend's launch configuration (src/api/decode_launch.h)
+}  // namespace detail
+
 class DecodePlan {
  public:
-  // Validates shape/options and queries the device (SM count, shared memory) once.
+  // Validates shape/options, queries the device (SM count, shared memory) and chooses the kernel and its
+  // launch configuration, once. Applies the environment's debug overrides (testing::environment_overrides:
+  // OPENMLA_BACKEND, OPENMLA_PORTABLE_TILE).
   explicit DecodePlan(const DecodeShape& shape, const DecodeOptions& options = {}, int device = -1);
 
   const DecodeShape& shape() const noexcept { return shape_; }
@@ -114,17 +118,19 @@ class DecodePlan {
   static unsigned read_device_errors(const void* workspace, cudaStream_t stream);  // syncs stream
 
  private:
+  friend DecodePlan testing::make_decode_plan(const DecodeShape&, const DecodeOptions&,
+                                              const testing::DecodeOverrides&, int);
+  DecodePlan(const DecodeShape& shape, const DecodeOptions& options, const testing::DecodeOverrides& overrides,
+             int device);
+
   DecodeShape shape_;
   Backend backend_ = Backend::kPortable;
   int device_ = 0;
-  int num_sms_ = 0;
   int num_parts_ = 0;
-  int m_tiles_ = 0;
-  int portable_tile_ = 0;
-  int sm90_requested_rows_ = 0;  // DecodeOptions::sm90_rows_per_cta, from which run() picks the plan's schedule
   Fp8Math fp8_math_ = Fp8Math::kOff;
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;
+  std::shared_ptr<const detail::DecodeLaunch> launch_;  // chosen at construction; run() only reads it
 };
 
 }  // namespace openmla

@@ -1,4 +1,4 @@
-// OpenMLA errors: one exception type for the C++ API, one status code per kind for the C API.
+// OpenMLA errors: one exception type for the C++ API, carrying one status code per kind of failure.
 #pragma once
 
 #include <stdexcept>
@@ -6,7 +6,7 @@
 
 namespace openmla {
 
-// Stable numeric codes (also returned by the C entry points in c_api.h).
+// Stable numeric codes (Error::status()).
 enum class Status : int {
   kOk = 0,
   kInvalidArgument = 1,   // a shape, dtype, stride, alignment or value the operation does not accept

@@ -46,7 +46,7 @@ inline constexpr int kDsMlaBytesPerToken = 656;
 // is the caller's (e.g. FlashMLA's padded test caches), must be >= 64 * W and a multiple of 16 bytes.
 struct KVCache {
   TensorView data;
-  KVFormat format = KVFormat::kBF16;
+  KVFormat format = KVFormat::kBF16;  // decode: must be the plan's DecodeShape::kv_format (checked)
   float scale = 1.0f;  // kFP8E4M3 only: value = float(e4m3) * scale. Ignored otherwise.
 };
 

@@ -1,29 +1,29 @@
-// DecodePlan: host-side validation and dispatch. Device facts are read once, at construction;
-// plan() and run() only validate views and launch kernels (no sync, no allocation).
+// DecodePlan: host-side validation and dispatch. Device facts are read and the backend's launch configuration
+// chosen once, at construction; plan() and run() only validate views and launch kernels (no sync, no
+// allocation, no choice made again).
 #include "openmla/decode.h"
 
 #include <cuda_runtime_api.h>
 
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
+#include <memory>
 #include <string>
 
+#include "api/decode_launch.h"
 #include "core/check.h"
-#include "core/decode_config.h"
+#include "core/device_scope.h"
 #include "core/validate.h"
-#include "kernels/common/launch.h"
+#include "kernels/common/combine.h"
+#include "kernels/common/device_facts.h"
+#include "kernels/common/plan_kernel.h"
+#include "kernels/common/workspace.h"
+#include "kernels/portable/decode/launch.h"
+#include "openmla/testing.h"
+#if defined(OPENMLA_HAS_SM90)
+#include "kernels/sm90/decode/launch.h"
+#endif
 
 namespace openmla {
 namespace {
-
-Backend backend_from_env() {
-  const char* env = std::getenv("OPENMLA_BACKEND");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "auto") == 0) return Backend::kAuto;
-  if (std::strcmp(env, "portable") == 0) return Backend::kPortable;
-  if (std::strcmp(env, "sm90") == 0) return Backend::kSm90;
-  detail::fail_arg("OPENMLA_BACKEND", "one of auto, portable, sm90", std::string("'") + env + "'");
-}
 
 #if defined(OPENMLA_HAS_SM90)
 constexpr bool kBuiltWithSm90 = true;
@@ -32,61 +32,45 @@ constexpr bool kBuiltWithSm90 = false;
 #endif
 
 // kAuto: the sm90a kernels on compute capability 9.0 (every cache format and shape), the portable kernel
-// elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that
-// asks for a kernel cannot pass on another one.
-Backend resolve_backend(Backend requested, const cudaDeviceProp& prop) {
-  const Backend b = requested == Backend::kAuto ? backend_from_env() : requested;
-  const bool hopper = prop.major == 9 && prop.minor == 0;
-  if (b == Backend::kSm90) {
+// elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that asks for
+// a kernel cannot pass on another one.
+Backend resolve_backend(Backend requested, const kernels::DeviceFacts& device) {
+  const bool hopper = device.cc_major == 9 && device.cc_minor == 0;
+  if (requested == Backend::kSm90) {
     if (!kBuiltWithSm90)
       detail::fail(Status::kUnsupported, "backend: sm90 was not built (OPENMLA_ENABLE_SM90=OFF); use portable");
     if (!hopper)
-      detail::fail(Status::kUnsupported, "backend: sm90 needs compute capability 9.0, device ", prop.name, " has ",
-                   prop.major, ".", prop.minor, "; use portable");
+      detail::fail(Status::kUnsupported, "backend: sm90 needs compute capability 9.0, device ", device.name, " has ",
+                   device.cc_major, ".", device.cc_minor, "; use portable");
     return Backend::kSm90;
   }
-  if (b == Backend::kAuto && kBuiltWithSm90 && hopper) return Backend::kSm90;
+  if (requested == Backend::kAuto && kBuiltWithSm90 && hopper) return Backend::kSm90;
   return Backend::kPortable;
 }
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
-// Portable tile: forced by the option or OPENMLA_PORTABLE_TILE (tests, benchmarks), else chosen
-// from the row count and the device's shared memory.
-detail::PortableTile choose_tile(const DecodeShape& shape, const DecodeOptions& options, const cudaDeviceProp& prop) {
-  int forced_tile = options.portable_tile;
-  if (const char* env = std::getenv("OPENMLA_PORTABLE_TILE"); forced_tile < 0 && env != nullptr && *env != '\0') {
-    forced_tile = -2;  // named in the environment (benchmarks); an unknown name is an error
-    for (int t = 0; t < detail::kNumPortableTiles; ++t)
-      if (std::strcmp(env, detail::portable_tile_name(static_cast<detail::PortableTile>(t))) == 0) forced_tile = t;
-    if (forced_tile == -2) detail::fail_arg("OPENMLA_PORTABLE_TILE", "a portable tile name (e.g. rows64_tokens64)",
-                                            std::string("'") + env + "'");
-  }
-  if (forced_tile < 0)
-    return detail::choose_portable_tile(shape.q_len * shape.num_heads, shape.kv_format, prop.sharedMemPerBlockOptin);
-  if (forced_tile >= detail::kNumPortableTiles)
-    detail::fail_arg("options.portable_tile", std::string("-1 or < ") + std::to_string(detail::kNumPortableTiles),
-                     forced_tile);
-  const auto tile = static_cast<detail::PortableTile>(forced_tile);
-  if (detail::portable_tile_smem_bytes(tile, shape.kv_format) > prop.sharedMemPerBlockOptin)
-    detail::fail(Status::kUnsupported, "options.portable_tile: ", detail::portable_tile_name(tile), " needs ",
-                 detail::portable_tile_smem_bytes(tile, shape.kv_format), " bytes of shared memory for ",
-                 kv_format_name(shape.kv_format), ", device has ", prop.sharedMemPerBlockOptin);
-  return tile;
+void validate_overrides(const testing::DecodeOverrides& o) {
+  if (o.backend != Backend::kAuto && o.backend != Backend::kPortable && o.backend != Backend::kSm90)
+    detail::fail_arg("overrides.backend", "kAuto, kPortable or kSm90", static_cast<int>(o.backend));
+  const int tile = static_cast<int>(o.portable_tile);
+  if (tile < -1 || tile >= testing::kNumPortableTiles)
+    detail::fail_arg("overrides.portable_tile", std::string("kAuto or a tile (0 .. ") +
+                                                    std::to_string(testing::kNumPortableTiles - 1) + ")",
+                     tile);
+  if (o.sm90_rows_per_cta != 0 && o.sm90_rows_per_cta != 16 && o.sm90_rows_per_cta != 32 &&
+      o.sm90_rows_per_cta != 64)
+    detail::fail_arg("overrides.sm90_rows_per_cta", "0 (automatic), 16, 32 or 64", o.sm90_rows_per_cta);
 }
 
 }  // namespace
 
-const char* backend_name(Backend b) noexcept {
-  switch (b) {
-    case Backend::kAuto: return "auto";
-    case Backend::kPortable: return "portable";
-    case Backend::kSm90: return "sm90";
-  }
-  return "unknown";
-}
+DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, int device)
+    : DecodePlan(shape, options, testing::environment_overrides(), device) {}
 
-DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, int device) : shape_(shape) {
+DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
+                       const testing::DecodeOverrides& overrides, int device)
+    : shape_(shape) {
   detail::validate_decode_shape(shape);
   // A 16-bit cache is read in the query's type; FP8 caches are dequantized to it.
   if (kv_format_is_16bit(shape.kv_format) && (shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
@@ -94,15 +78,13 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
                      dtype_name(shape.q_dtype));
   }
   if (options.num_parts < 0) detail::fail_arg("options.num_parts", ">= 0 (0 = automatic)", options.num_parts);
-  if (options.sm90_rows_per_cta != 0 && options.sm90_rows_per_cta != 16 && options.sm90_rows_per_cta != 32 &&
-      options.sm90_rows_per_cta != 64)
-    detail::fail_arg("options.sm90_rows_per_cta", "0 (automatic), 16, 32 or 64", options.sm90_rows_per_cta);
   if (options.fp8_math != Fp8Math::kOff && options.fp8_math != Fp8Math::kQkAndPv)
     detail::fail_arg("options.fp8_math", "kOff or kQkAndPv", static_cast<int>(options.fp8_math));
   if (options.fp8_math != Fp8Math::kOff && shape.kv_format != KVFormat::kFP8E4M3)
     detail::fail_arg("options.fp8_math", std::string("kOff for a ") + kv_format_name(shape.kv_format) +
                                              " cache (FP8 math reads per-tensor fp8_e4m3 caches only)",
                      fp8_math_name(options.fp8_math));
+  validate_overrides(overrides);
   fp8_math_ = options.fp8_math;
 
   int count = 0;
@@ -120,72 +102,55 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options, i
     detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
                  prop.minor, " (", prop.name, ")");
   }
-  backend_ = resolve_backend(options.backend, prop);
+  kernels::DeviceFacts facts;
+  facts.sm_count = prop.multiProcessorCount;
+  facts.max_smem_per_block = prop.sharedMemPerBlockOptin;
+  facts.cc_major = prop.major;
+  facts.cc_minor = prop.minor;
+  facts.name = prop.name;
+
+  backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, facts);
   if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)
     detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(fp8_math_),
                  " runs on the sm90 backend only; the resolved backend is ", backend_name(backend_), " (", prop.name,
                  ")");
   programmatic_launch_ = prop.major >= 9;  // griddepcontrol exists from sm_90 on
-  num_sms_ = prop.multiProcessorCount;
 
+  auto launch = std::make_shared<detail::DecodeLaunch>();
+  launch->backend = backend_;
   const int rows = shape.q_len * shape.num_heads;
-  int current = 0;
-  OPENMLA_CUDA_CHECK(cudaGetDevice(&current));
-  OPENMLA_CUDA_CHECK(cudaSetDevice(device));
   int ctas_per_sm = 1;
-  int tile_rows = 1;  // set by the backend below
+  int rows_per_cta = 1;
+  detail::DeviceScope scope(device);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape.kv_format, is_bf16(shape.q_dtype), rows, shape.batch_size,
-                                     options.sm90_rows_per_cta, fp8_math_);
-    if (schedule.rows_per_cta == 0)
-      detail::fail_arg("options.sm90_rows_per_cta",
-                       fp8_math_ != Fp8Math::kOff
-                           ? "0 or 64 with options.fp8_math (FP8 math runs the 64-row schedule)"
-                           : "0, 64, or 16 / 32 for at most that many query rows (ds_mla: bf16 query)",
-                       std::to_string(options.sm90_rows_per_cta) + " for " + std::to_string(rows) + " rows, " +
-                           kv_format_name(shape.kv_format) + ", q " + dtype_name(shape.q_dtype));
-    tile_rows = schedule.rows_per_cta;
-    ctas_per_sm = schedule.ctas_per_sm;
-    // run() picks the schedule again from the same inputs (choose_sm90_schedule is a pure function), not from
-    // the rows per CTA, which need not name one schedule.
-    sm90_requested_rows_ = options.sm90_rows_per_cta;
-    OPENMLA_CUDA_CHECK(kernels::prepare_sm90_decode(shape.kv_format, is_bf16(shape.q_dtype), schedule));
+    launch->sm90 = kernels::sm90::choose_launch(shape, options, facts, overrides);
+    OPENMLA_CUDA_CHECK(kernels::sm90::prepare_decode(launch->sm90));
+    rows_per_cta = launch->sm90.schedule.rows_per_cta;
+    ctas_per_sm = launch->sm90.schedule.ctas_per_sm;
 #endif
   } else {
-    const detail::PortableTile tile = choose_tile(shape, options, prop);
-    portable_tile_ = static_cast<int>(tile);
-    OPENMLA_CUDA_CHECK(kernels::prepare_portable_decode(tile, shape.kv_format, is_bf16(shape.q_dtype)));
-    OPENMLA_CUDA_CHECK(
-        kernels::portable_decode_ctas_per_sm(tile, shape.kv_format, is_bf16(shape.q_dtype), &ctas_per_sm));
+    launch->portable = kernels::portable::choose_launch(shape, facts, overrides);
+    OPENMLA_CUDA_CHECK(kernels::portable::prepare_decode(launch->portable, &ctas_per_sm));
     if (ctas_per_sm < 1)
-      detail::fail(Status::kUnsupported, "device: the portable decode kernel (", detail::portable_tile_name(tile),
-                   ") cannot be resident on ", prop.name);
-    tile_rows = detail::portable_tile_info(tile).rows;
+      detail::fail(Status::kUnsupported, "device: the portable decode kernel (",
+                   testing::portable_tile_name(launch->portable.tile), ") cannot be resident on ", prop.name);
+    rows_per_cta = launch->portable.rows_per_cta;
   }
-  OPENMLA_CUDA_CHECK(cudaSetDevice(current));
-
-  m_tiles_ = (rows + tile_rows - 1) / tile_rows;
-  num_parts_ = options.num_parts > 0 ? options.num_parts : detail::choose_num_parts(num_sms_, ctas_per_sm, m_tiles_);
-  workspace_bytes_ = detail::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_).bytes;
+  const int m_tiles = (rows + rows_per_cta - 1) / rows_per_cta;
+  num_parts_ = options.num_parts > 0 ? options.num_parts : kernels::choose_num_parts(facts.sm_count, ctas_per_sm, m_tiles);
+  workspace_bytes_ = kernels::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_).bytes;
+  launch_ = std::move(launch);
 }
 
 void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) const {
   detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
-                                                 num_parts_);
-  const bool sm90 = backend_ == Backend::kSm90;
-  const int min_units = sm90 ? kernels::kSm90MinUnitsPerPart : kernels::kMinUnitsPerPart;
-  const bool multi_tile = sm90 && m_tiles_ >= 2;  // schedule.h: a split costs each m-tile's CTA a segment
-  const int whole_slack_percent = multi_tile ? kernels::kSm90WholeRequestSlackPercent : 0;
-  const int split_overhead_units =
-      multi_tile ? kernels::kSm90MultiTileOverheadUnits : kernels::kRequestOverheadUnits;
+  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
+                                                  num_parts_);
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
-                                          num_parts_, min_units, whole_slack_percent, split_overhead_units,
-                                          static_cast<kernels::SplitPart*>(ws.parts),
+                                          num_parts_, launch_->split(), static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
 }
 
@@ -193,7 +158,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   detail::validate_decode_args(args, shape_, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const int rows = shape_.q_len * shape_.num_heads;
-  const auto ws = detail::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
+  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
 
   kernels::DecodeParams p{};
   p.batch = shape_.batch_size;
@@ -215,8 +180,6 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.kv = static_cast<const uint8_t*>(kv.data);
   p.page_stride_bytes = kv.strides[0] * dtype_size(kv.dtype);
   p.num_pages = static_cast<int>(kv.shape[0]);
-  p.kv_format = static_cast<int>(args.kv.format);
-  p.kv_scale = args.kv.scale;
   p.block_table = static_cast<const int*>(args.block_table.data);
   p.block_table_stride = args.block_table.strides[0];
   p.max_pages = static_cast<int>(args.block_table.shape[1]);
@@ -237,25 +200,24 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.lse_partial = ws.lse_partial;
   p.error_word = ws.error_word;
 
-  const bool bf16 = is_bf16(shape_.q_dtype);
+  // The partial rows' format: the stored configuration's, for this call's block-table width. Both the decode
+  // kernel and the combine read it from p.
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    const detail::Sm90Schedule schedule =
-        detail::choose_sm90_schedule(shape_.kv_format, bf16, rows, shape_.batch_size, sm90_requested_rows_,
-                                     fp8_math_);
-    OPENMLA_CUDA_CHECK(kernels::launch_sm90_decode(p, shape_.kv_format, bf16, schedule, programmatic_launch_, stream));
+    p.fp16_partials = kernels::sm90::fp16_partials(launch_->sm90, p.batch, p.num_parts, p.max_pages);
+    OPENMLA_CUDA_CHECK(kernels::sm90::launch_decode(p, launch_->sm90, programmatic_launch_, stream));
 #endif
   } else {
-    OPENMLA_CUDA_CHECK(kernels::launch_portable_decode(p, static_cast<detail::PortableTile>(portable_tile_),
-                                                       shape_.kv_format, bf16, programmatic_launch_, stream));
+    p.fp16_partials = kernels::portable::fp16_partials(launch_->portable);
+    OPENMLA_CUDA_CHECK(kernels::portable::launch_decode(p, launch_->portable, programmatic_launch_, stream));
   }
-  if (detail::max_partials(shape_.batch_size, num_parts_) > 0) {
-    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, bf16, programmatic_launch_, stream));
+  if (kernels::max_partials(shape_.batch_size, num_parts_) > 0) {
+    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, is_bf16(shape_.q_dtype), programmatic_launch_, stream));
   }
 }
 
 unsigned* DecodePlan::device_error_word(void* workspace) noexcept {
-  return detail::carve_decode_workspace(workspace, 1, 1, 1).error_word;  // always at offset 0
+  return kernels::carve_decode_workspace(workspace, 1, 1, 1).error_word;  // always at offset 0
 }
 
 void DecodePlan::reset_device_errors(void* workspace, cudaStream_t stream) {
@@ -272,4 +234,12 @@ unsigned DecodePlan::read_device_errors(const void* workspace, cudaStream_t stre
   return word;
 }
 
+namespace testing {
+
+DecodePlan make_decode_plan(const DecodeShape& shape, const DecodeOptions& options, const DecodeOverrides& overrides,
+                            int device) {
+  return DecodePlan(shape, options, overrides, device);
+}
+
+}  // namespace testing
 }  // namespace openmla

@@ -1,5 +1,5 @@
 // FP8 math's query quantization (DecodeOptions::fp8_math), one definition for the host (fp8.cpp,
-// the reference) and the GPU kernel (sm90/decode/fp8_math_kernel.cuh).
+// the reference) and the GPU kernel (kernels/sm90/decode/fp8_math/kernel.cuh).
 #pragma once
 
 #include <cstdint>

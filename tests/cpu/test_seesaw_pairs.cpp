@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/sm90/decode/seesaw_pairs.h"
+#include "kernels/sm90/decode/wide/seesaw_pairs.h"
 
 namespace openmla::kernels::sm90 {
 namespace {

@@ -15,12 +15,29 @@
 
 #include "common/decode_data.h"
 #include "gpu/gpu_util.h"
-#include "core/decode_config.h"
+#include "kernels/portable/decode/launch_config.h"
+#include "kernels/sm90/decode/launch_config.h"
 #include "openmla/fp8.h"
 #include "openmla/openmla.h"
+#include "openmla/testing.h"
 
 namespace openmla::testing {
 namespace {
+
+// DecodeOptions and the testing overrides (openmla/testing.h) a test forces. What a test leaves automatic comes
+// from the environment (OPENMLA_BACKEND, OPENMLA_PORTABLE_TILE), as for a plain DecodePlan, so the suite runs
+// once per backend under gpu_check.sh.
+struct PlanOptions : DecodeOptions {
+  int sm90_rows_per_cta = 0;                          // DecodeOverrides::sm90_rows_per_cta
+  PortableTile portable_tile = PortableTile::kAuto;  // DecodeOverrides::portable_tile
+};
+
+DecodePlan make_plan(const DecodeShape& shape, const PlanOptions& opt, int device = -1) {
+  DecodeOverrides overrides = environment_overrides();
+  if (opt.sm90_rows_per_cta != 0) overrides.sm90_rows_per_cta = opt.sm90_rows_per_cta;
+  if (opt.portable_tile != PortableTile::kAuto) overrides.portable_tile = opt.portable_tile;
+  return make_decode_plan(shape, opt, overrides, device);
+}
 
 struct GpuDecodeResult {
   std::vector<uint16_t> out;  // [b, s_q, h_q, 512] bits
@@ -92,10 +109,10 @@ GpuDecodeResult read_results(const DecodeData& d, DeviceCase& dc) {
 // `adjust` may replace device inputs and their views after the packed upload (other layouts).
 using AdjustArgs = std::function<void(DeviceCase&, DecodeArgs&, int device)>;
 
-GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}, const AdjustArgs& adjust = {}) {
+GpuDecodeResult run_gpu(const DecodeData& d, const PlanOptions& opt = {}, const AdjustArgs& adjust = {}) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
-  DecodePlan plan(d.shape, opt, device);
+  DecodePlan plan = make_plan(d.shape, opt, device);
   DeviceCase dc = upload_case(d);
   dc.workspace = DeviceBuffer(plan.workspace_bytes());
   DecodePlan::reset_device_errors(dc.workspace.get(), nullptr);
@@ -110,7 +127,7 @@ GpuDecodeResult run_gpu(const DecodeData& d, const DecodeOptions& opt = {}, cons
   return r;
 }
 
-void expect_data_matches_reference(const DecodeData& d, const DecodeOptions& opt = {}, const AdjustArgs& adjust = {}) {
+void expect_data_matches_reference(const DecodeData& d, const PlanOptions& opt = {}, const AdjustArgs& adjust = {}) {
   ReferenceResult ref = run_reference(d);
   GpuDecodeResult gpu = run_gpu(d, opt, adjust);
   CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
@@ -120,7 +137,7 @@ void expect_data_matches_reference(const DecodeData& d, const DecodeOptions& opt
       << describe_device_errors(ref.device_errors);
 }
 
-void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}) {
+void expect_matches_reference(const DecodeCase& c, const PlanOptions& opt = {}) {
   SCOPED_TRACE(c.describe());
   expect_data_matches_reference(make_decode_data(c), opt);
 }
@@ -128,7 +145,7 @@ void expect_matches_reference(const DecodeCase& c, const DecodeOptions& opt = {}
 // The automatic plan, then 7 parts (long segments, and partial rows for the requests that split).
 void expect_matches_reference_planned_and_split(const DecodeCase& c) {
   expect_matches_reference(c);
-  DecodeOptions few;
+  PlanOptions few;
   few.num_parts = 7;
   expect_matches_reference(c, few);
 }
@@ -277,7 +294,7 @@ DecodeData large_batch_with_bad_page(int q_len, int num_heads, KVFormat f, DType
 }
 
 // That batch against the reference: every valid request right, the bad page id flagged.
-void expect_large_batch_split_and_guards(const DecodeData& d, const DecodeOptions& opt = {}) {
+void expect_large_batch_split_and_guards(const DecodeData& d, const PlanOptions& opt = {}) {
   ReferenceResult ref = run_reference(d);
   GpuDecodeResult gpu = run_gpu(d, opt);
   CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
@@ -303,7 +320,7 @@ TEST(Decode, Narrow16BitLargeBatchSplitAndGuards) {
     for (int rows_per_cta : {0, 16, 32}) {
       const int q_len = rows_per_cta == 32 ? 2 : 1;
       SCOPED_TRACE("sm90_rows_per_cta=" + std::to_string(rows_per_cta));
-      DecodeOptions opt;
+      PlanOptions opt;
       opt.sm90_rows_per_cta = rows_per_cta;
       expect_large_batch_split_and_guards(large_batch_with_bad_page(q_len, 16, f, q_dtype), opt);
     }
@@ -345,7 +362,7 @@ TEST(Decode, DsMla16RowsLargeBatchEdgeLengths) {
   for (int i = 0; i < c.batch_size; ++i) c.seqlens[i] = edges[i % 10];
   c.seed = fresh_seed();
   expect_matches_reference(c);
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.num_parts = 7;
   expect_matches_reference(c, opt);
 }
@@ -441,7 +458,7 @@ TEST(Decode, SplitRowsFarOutsideFp16Range) {
       c.seqlens = {2, 63, 65, 300, 1000, 2000};
       c.batch_size = static_cast<int>(c.seqlens.size());
       c.seed = fresh_seed();
-      DecodeOptions opt;
+      PlanOptions opt;
       opt.sm90_rows_per_cta = rows_per_cta;
       SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(rows_per_cta));
       expect_matches_reference(c, opt);
@@ -498,7 +515,7 @@ TEST(Decode, NonFiniteKvPoisonsItsRows) {
         const size_t row_elems = size_t(c.q_len) * c.num_heads;
         for (int parts : {0, 1, 3}) {  // automatic, whole requests, forced splits
           SCOPED_TRACE("num_parts=" + std::to_string(parts));
-          DecodeOptions opt;
+          PlanOptions opt;
           opt.num_parts = parts;
           GpuDecodeResult gpu = run_gpu(d, opt);
           CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse);
@@ -574,7 +591,7 @@ void expect_schedules_match_reference(const std::vector<ScheduleCase>& cases) {
     c.seqlens = {0, lo, 17, 63, 64, 65, 200, 1000, 3000};
     c.batch_size = static_cast<int>(c.seqlens.size());
     c.seed = fresh_seed();
-    DecodeOptions opt;
+    PlanOptions opt;
     opt.sm90_rows_per_cta = k.rows_per_cta;
     SCOPED_TRACE(c.describe() + " sm90_rows_per_cta=" + std::to_string(k.rows_per_cta) +
                  " page_pad_tokens=" + std::to_string(k.page_pad_tokens));
@@ -662,7 +679,7 @@ TEST(Decode, EveryRequestEmpty) {
       c.batch_size = k.batch;
       c.seqlens.assign(k.batch, 0);
       c.seed = fresh_seed();
-      DecodeOptions opt;
+      PlanOptions opt;
       opt.sm90_rows_per_cta = k.rows_per_cta;
       SCOPED_TRACE("sm90_rows_per_cta=" + std::to_string(k.rows_per_cta));
       expect_matches_reference(c, opt);
@@ -676,9 +693,9 @@ TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   shape.q_len = 2;
   shape.num_heads = 16;  // 32 rows
   shape.kv_format = KVFormat::kFP8E4M3;
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.sm90_rows_per_cta = 48;
-  EXPECT_THROW(DecodePlan(shape, opt), Error);  // not a schedule, on any backend
+  EXPECT_THROW(make_plan(shape, opt), Error);  // not a schedule, on any backend
   opt.backend = Backend::kSm90;
   opt.sm90_rows_per_cta = 16;  // 32 rows do not fit
   int device = 0, major = 0;
@@ -686,17 +703,17 @@ TEST(Decode, Sm90ScheduleOptionRejectsWhatCannotRun) {
   OPENMLA_TEST_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major != 9) GTEST_SKIP() << "needs the sm90 backend";
   try {
-    DecodePlan plan(shape, opt);
+    DecodePlan plan = make_plan(shape, opt);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sm90_rows_per_cta"), std::string::npos) << e.what();
   }
   shape.kv_format = KVFormat::kBF16;  // 16-bit caches: the same rule
-  EXPECT_THROW(DecodePlan(shape, opt), Error);
+  EXPECT_THROW(make_plan(shape, opt), Error);
   opt.sm90_rows_per_cta = 32;
-  EXPECT_NO_THROW(DecodePlan(shape, opt));
+  EXPECT_NO_THROW(make_plan(shape, opt));
   opt.sm90_rows_per_cta = 64;
-  EXPECT_NO_THROW(DecodePlan(shape, opt));
+  EXPECT_NO_THROW(make_plan(shape, opt));
 }
 
 // ---- FP8 math (DecodeOptions::fp8_math, sm90 only) -------------------------------------------
@@ -712,7 +729,7 @@ constexpr double kFp8MathOutTol = 1e-2;
 constexpr double kFp8MathLseTol = 5e-3;
 constexpr OutSlack kFp8MathSlack{0.97, 0.2};
 
-void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
+void expect_graph_replay_equals_eager(KVFormat format, const PlanOptions& opt, double out_tol, double lse_tol,
                                       OutSlack slack, int num_heads);
 
 // Whether this GPU runs FP8 math (the sm90 backend); elsewhere the option must be refused.
@@ -721,10 +738,10 @@ bool fp8_math_runs_here() {
   shape.batch_size = 1;
   shape.num_heads = 16;
   shape.kv_format = KVFormat::kFP8E4M3;
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;
   try {
-    DecodePlan plan(shape, opt);
+    DecodePlan plan = make_plan(shape, opt);
     return plan.backend() == Backend::kSm90;
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kUnsupported) << e.what();
@@ -733,7 +750,7 @@ bool fp8_math_runs_here() {
   }
 }
 
-CompareResult expect_fp8_math_matches(const DecodeCase& c, DecodeOptions opt = {}, OutSlack slack = kFp8MathSlack,
+CompareResult expect_fp8_math_matches(const DecodeCase& c, PlanOptions opt = {}, OutSlack slack = kFp8MathSlack,
                                       double lse_tol = kFp8MathLseTol) {
   SCOPED_TRACE(c.describe());
   opt.fp8_math = Fp8Math::kQkAndPv;
@@ -776,7 +793,7 @@ TEST(Decode, Fp8MathMatchesItsReference) {
     c.batch_size = static_cast<int>(c.seqlens.size());
     c.seed = fresh_seed();
     expect_fp8_math_matches(c);
-    DecodeOptions few;
+    PlanOptions few;
     few.num_parts = 7;  // long segments, and splits with partials for the others
     expect_fp8_math_matches(c, few);
   }
@@ -816,7 +833,7 @@ TEST(Decode, Fp8MathLargeBatchSplitAndGuards) {
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
   DecodeData d = large_batch_with_bad_page(2, 64, KVFormat::kFP8E4M3);
   ReferenceResult ref = run_reference(d, Fp8Math::kQkAndPv);
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;
   GpuDecodeResult gpu = run_gpu(d, opt);
   CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack);
@@ -839,7 +856,7 @@ TEST(Decode, Fp8MathIndependentOfPartCount) {
   DecodeData d = make_decode_data(c);
   std::vector<GpuDecodeResult> runs;
   for (int parts : {1, 3, 64}) {
-    DecodeOptions opt;
+    PlanOptions opt;
     opt.num_parts = parts;
     opt.fp8_math = Fp8Math::kQkAndPv;
     runs.push_back(run_gpu(d, opt));
@@ -857,7 +874,7 @@ TEST(Decode, Fp8MathIndependentOfPartCount) {
 
 TEST(Decode, Fp8MathGraphReplayEqualsEager) {
   if (!fp8_math_runs_here()) GTEST_SKIP() << "FP8 math needs the sm90 backend";
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;
   expect_graph_replay_equals_eager(KVFormat::kFP8E4M3, opt, kFp8MathOutTol, kFp8MathLseTol, kFp8MathSlack, 64);
 }
@@ -867,10 +884,10 @@ TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
   shape.batch_size = 2;
   shape.num_heads = 16;
   shape.kv_format = KVFormat::kFP8DsMla;
-  DecodeOptions opt;
+  PlanOptions opt;
   opt.fp8_math = Fp8Math::kQkAndPv;
   try {  // not a per-tensor e4m3 cache: refused on any GPU, naming the option
-    DecodePlan plan(shape, opt);
+    DecodePlan plan = make_plan(shape, opt);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
@@ -879,7 +896,7 @@ TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
   shape.kv_format = KVFormat::kFP8E4M3;
   opt.backend = Backend::kPortable;  // the portable kernel has no FP8 math
   try {
-    DecodePlan plan(shape, opt);
+    DecodePlan plan = make_plan(shape, opt);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kUnsupported);
@@ -887,9 +904,9 @@ TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
   if (!fp8_math_runs_here()) return;
   opt.backend = Backend::kSm90;
   opt.sm90_rows_per_cta = 16;  // FP8 math runs the 64-row schedule only
-  EXPECT_THROW(DecodePlan(shape, opt), Error);
+  EXPECT_THROW(make_plan(shape, opt), Error);
   opt.sm90_rows_per_cta = 64;
-  EXPECT_NO_THROW(DecodePlan(shape, opt));
+  EXPECT_NO_THROW(make_plan(shape, opt));
 }
 
 TEST(Decode, LargeBatchRandomLengths) {
@@ -933,7 +950,7 @@ TEST(Decode, LongSingleRequestSplitWide) {
   c.seqlens = {20000};
   c.seed = fresh_seed();
   expect_matches_reference(c);
-  DecodeOptions wide;
+  PlanOptions wide;
   wide.sm90_rows_per_cta = 64;
   expect_matches_reference(c, wide);
 }
@@ -949,7 +966,7 @@ TEST(Decode, ScheduleIndependentOfPartCount) {
   c.seed = fresh_seed();
   for (int parts : {1, 3, 7, 64, 500}) {
     SCOPED_TRACE("num_parts=" + std::to_string(parts));
-    DecodeOptions opt;
+    PlanOptions opt;
     opt.num_parts = parts;
     expect_matches_reference(c, opt);
   }
@@ -973,7 +990,7 @@ TEST(Decode, SingleRequestSplitOverManyParts) {
       for (int parts : {0, 16, 64, 65, 132}) {
         SCOPED_TRACE(c.describe() + " table columns=" + std::to_string(pages + c.extra_table_slots) +
                      " num_parts=" + std::to_string(parts));
-        DecodeOptions opt;
+        PlanOptions opt;
         opt.num_parts = parts;
         expect_matches_reference(c, opt);
       }
@@ -985,13 +1002,13 @@ TEST(Decode, EveryPortableTileMatchesReference) {
   // The auto choice picks one tile per device; force each one (those that fit this device) so the
   // tiles meant for sm80 / sm86 are tested on whatever GPU runs the suite.
   const cudaDeviceProp prop = current_device_properties();
-  for (int tile = 0; tile < detail::kNumPortableTiles; ++tile) {
-    const auto t = static_cast<detail::PortableTile>(tile);
+  for (int tile = 0; tile < kNumPortableTiles; ++tile) {
+    const auto t = static_cast<PortableTile>(tile);
     for (KVFormat format : {KVFormat::kBF16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla}) {
-      if (detail::portable_tile_smem_bytes(t, format) > prop.sharedMemPerBlockOptin) continue;
-      SCOPED_TRACE(std::string(detail::portable_tile_name(t)) + " " + kv_format_name(format));
-      DecodeOptions opt;
-      opt.portable_tile = tile;
+      if (kernels::portable::tile_smem_bytes(t, format) > prop.sharedMemPerBlockOptin) continue;
+      SCOPED_TRACE(std::string(portable_tile_name(t)) + " " + kv_format_name(format));
+      PlanOptions opt;
+      opt.portable_tile = t;
       for (int heads : {16, 128}) {
         DecodeCase c;
         c.batch_size = 4;
@@ -1036,7 +1053,7 @@ void expect_query_layout_matches_reference(DecodeCase c, QueryLayout layout) {
     for (int j = 0; j < s; ++j)
       for (int k = 0; k < h; ++k)
         std::copy_n(d.q.begin() + logical(i, j, k) * kD, kD, laid.begin() + i * stride_b + j * stride_s + k * stride_h);
-  expect_data_matches_reference(d, DecodeOptions{}, [&](DeviceCase& dc, DecodeArgs& a, int device) {
+  expect_data_matches_reference(d, PlanOptions{}, [&](DeviceCase& dc, DecodeArgs& a, int device) {
     dc.q = upload(laid);
     a.q = make_tensor_strided(dc.q.get(), d.shape.q_dtype, {b, s, h, kD}, {stride_b, stride_s, stride_h, 1},
                               DeviceType::kCUDA, device);
@@ -1073,7 +1090,7 @@ TEST(Decode, FlashMlaLseLayoutAndPaddedPages) {
 
 // Request 1: negative length; 2: beyond the block table; 3: causal with seqlen < s_q;
 // 4: an out-of-range page id in its table. Requests 0 and 5 must be unaffected.
-void expect_guards_poison_only_bad_requests(const DecodeOptions& opt) {
+void expect_guards_poison_only_bad_requests(const PlanOptions& opt) {
   DecodeCase c;
   c.batch_size = 6;
   c.q_len = 2;
@@ -1102,14 +1119,14 @@ void expect_guards_poison_only_bad_requests(const DecodeOptions& opt) {
 
 TEST(Decode, DeviceGuardsPoisonOnlyBadRequests) {
   expect_guards_poison_only_bad_requests({});
-  DecodeOptions narrow;  // the 32-row shape on the narrow kernel (sm90; ignored by the portable kernel)
+  PlanOptions narrow;  // the 32-row shape on the narrow kernel (sm90; ignored by the portable kernel)
   narrow.sm90_rows_per_cta = 32;
   SCOPED_TRACE("sm90_rows_per_cta=32");
   expect_guards_poison_only_bad_requests(narrow);
 }
 
 // One captured plan + run replayed over changing lengths: bit-equal to eager runs, and right.
-void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt, double out_tol, double lse_tol,
+void expect_graph_replay_equals_eager(KVFormat format, const PlanOptions& opt, double out_tol, double lse_tol,
                                       OutSlack slack, int num_heads) {
   int device = 0;
   OPENMLA_TEST_CUDA(cudaGetDevice(&device));
@@ -1121,7 +1138,7 @@ void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt,
   c.seqlens = {1000, 900, 800, 700, 600, 500, 400, 300};  // capacity for every later length
   c.seed = fresh_seed();
   DecodeData d = make_decode_data(c);
-  DecodePlan plan(d.shape, opt, device);
+  DecodePlan plan = make_plan(d.shape, opt, device);
   DeviceCase dc = upload_case(d);
   dc.workspace = DeviceBuffer(plan.workspace_bytes());
   Stream stream;
@@ -1173,7 +1190,7 @@ void expect_graph_replay_equals_eager(KVFormat format, const DecodeOptions& opt,
 
 TEST(Decode, GraphReplayWithChangingLengthsEqualsEager) {
   expect_graph_replay_equals_eager(KVFormat::kBF16, {}, 1e-2, 1e-4, {}, 64);
-  DecodeOptions narrow;  // 32 rows on the narrow kernel (sm90; ignored by the portable kernel)
+  PlanOptions narrow;  // 32 rows on the narrow kernel (sm90; ignored by the portable kernel)
   narrow.sm90_rows_per_cta = 32;
   SCOPED_TRACE("sm90_rows_per_cta=32");
   expect_graph_replay_equals_eager(KVFormat::kBF16, narrow, 1e-2, 1e-4, {}, 16);
@@ -1233,16 +1250,16 @@ TEST(Decode, BackendResolution) {
   EXPECT_EQ(DecodePlan(fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   // TP8 decode from many requests (the narrow sm90 kernel on 16-bit caches), either cache kind.
   DecodeShape tp8 = bf16;
-  tp8.batch_size = detail::kSm90Narrow16BitMinBatch;
+  tp8.batch_size = kernels::sm90::kNarrow16BitMinBatch;
   EXPECT_EQ(DecodePlan(tp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
   DecodeShape tp8_fp8 = tp8;
   tp8_fp8.kv_format = KVFormat::kFP8E4M3;
   EXPECT_EQ(DecodePlan(tp8_fp8, {}, device).backend(), hopper ? Backend::kSm90 : Backend::kPortable);
-  DecodeOptions portable;
+  PlanOptions portable;
   portable.backend = Backend::kPortable;
   EXPECT_EQ(DecodePlan(bf16, portable, device).backend(), Backend::kPortable);
   EXPECT_EQ(DecodePlan(fp8, portable, device).backend(), Backend::kPortable);
-  DecodeOptions sm90;
+  PlanOptions sm90;
   sm90.backend = Backend::kSm90;
   for (const DecodeShape& shape : {bf16, fp8}) {
     if (hopper) {

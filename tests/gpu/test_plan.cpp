@@ -5,15 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // cudaMalloc(T**, size)
 #include <random>
 #include <string>
 #include <vector>
 
-#include "core/decode_config.h"
 #include "gpu/gpu_util.h"
-#include "kernels/common/launch.h"
+#include "kernels/common/plan_kernel.h"
 #include "kernels/common/schedule.h"
+#include "kernels/common/workspace.h"
 
 namespace openmla::testing {
 namespace {
@@ -39,8 +39,8 @@ Schedule run_planner(const std::vector<int>& seqlens, int num_parts, int min_uni
   // Poison both outputs: the planner must write every part and every request.
   EXPECT_EQ(cudaMemset(d_parts, 0x7f, sizeof(SplitPart) * num_parts), cudaSuccess);
   EXPECT_EQ(cudaMemset(d_splits, 0x7f, sizeof(RequestSplit) * batch), cudaSuccess);
-  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, min_units_per_part, whole_slack_percent,
-                                 overhead_units, d_parts, d_splits, nullptr),
+  const kernels::SplitTuning tuning{min_units_per_part, whole_slack_percent, overhead_units};
+  EXPECT_EQ(kernels::launch_plan(d_seqlens, batch, num_parts, tuning, d_parts, d_splits, nullptr),
             cudaSuccess);
   Schedule s;
   s.parts.resize(num_parts);
@@ -87,7 +87,7 @@ int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedul
     max_load = std::max(max_load, load);
   }
   EXPECT_EQ(req, batch) << "the parts do not cover the batch";
-  std::vector<bool> slot_used(std::max(1, detail::max_partials(batch, num_parts)), false);
+  std::vector<bool> slot_used(std::max(1, kernels::max_partials(batch, num_parts)), false);
   for (int r = 0; r < batch; ++r) {
     const RequestSplit& split = s.splits[r];
     EXPECT_EQ(split.first_part, first_part[r]) << "request " << r;
@@ -96,7 +96,7 @@ int check_schedule(const std::vector<int>& seqlens, int num_parts, const Schedul
     if (split.num_splits > 1) {
       for (int k = 0; k < split.num_splits; ++k) {
         const int slot = split.partial_base + k;
-        const bool in_range = slot >= 0 && slot < detail::max_partials(batch, num_parts);
+        const bool in_range = slot >= 0 && slot < kernels::max_partials(batch, num_parts);
         EXPECT_TRUE(in_range) << "request " << r << ": partial slot " << slot;
         if (!in_range) continue;
         EXPECT_FALSE(slot_used[slot]) << "partial slot " << slot << " taken twice";
@@ -231,10 +231,13 @@ TEST(Plan, SegmentCostBalancesPartsOfManyRequests) {
     const int light_max = check_schedule(c.seqlens, c.num_parts, light, kOverhead);  // at the larger cost
     EXPECT_GT(split_requests(heavy), 0);
     EXPECT_LE(heavy_max, ideal_share(c.seqlens, c.num_parts, kernels::kSm90MinUnitsPerPart, kOverhead) + kOverhead);
-    if (c.fixed) EXPECT_LT(heavy_max, light_max) << "the segment cost did not move blocks off the busiest part";
+    if (c.fixed) {
+      EXPECT_LT(heavy_max, light_max) << "the segment cost did not move blocks off the busiest part";
+    }
   }
   // b=128 x 64 blocks over 33 parts (4 m-tiles, e.g. s_q=2, h_q=128): four requests a part are 7 units over the
-  // share at 1 unit a request, within the 3% slack; at 2 units they would be 8 over and split (0.969x, run 6).
+  // share at 1 unit a request, within the 3% slack; at 2 units they would be 8 over and split,
+  // which is slower.
   const std::vector<int> equal(128, 4096);
   const Schedule whole = run_planner(equal, 33, kernels::kSm90MinUnitsPerPart, kernels::kSm90WholeRequestSlackPercent,
                                      kOverhead);

@@ -15,6 +15,7 @@
 #include "openmla/error.h"
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
+#include "openmla/testing.h"
 #include "openmla/write_kv.h"
 #include "peers/flashmla.h"
 
@@ -403,10 +404,13 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     DecodeOptions decode_options;
     decode_options.backend = options_.backend;
     decode_options.num_parts = options_.num_parts;
-    decode_options.sm90_rows_per_cta = options_.sm90_rows_per_cta;
     // FP8 math applies to per-tensor e4m3 caches; the other formats of a run keep their own math.
     if (format == KVFormat::kFP8E4M3) decode_options.fp8_math = options_.fp8_math;
-    const DecodePlan plan(shape, decode_options, options_.device);
+    // The environment's overrides (OPENMLA_BACKEND, OPENMLA_PORTABLE_TILE) as for a plain DecodePlan, and a
+    // forced sm90 kernel.
+    testing::DecodeOverrides overrides = testing::environment_overrides();
+    overrides.sm90_rows_per_cta = options_.sm90_rows_per_cta;
+    const DecodePlan plan = testing::make_decode_plan(shape, decode_options, overrides, options_.device);
     r.backend = backend_name(plan.backend());
     if (plan.fp8_math() != Fp8Math::kOff) r.backend += std::string("+fp8math");
     if (!kv_format_is_16bit(format) && shape.q_dtype == DType::kFloat16) r.backend += "+fp16q";

@@ -31,7 +31,7 @@ struct GpuBenchOptions {
   int num_parts = 0;                          // DecodeOptions::num_parts (0 = automatic)
   Fp8Math fp8_math = Fp8Math::kOff;           // DecodeOptions::fp8_math, for fp8_e4m3 configs
   DType fp8_query = DType::kBFloat16;         // the query type of fp8_e4m3 and fp8_ds_mla configs
-  int sm90_rows_per_cta = 0;                  // DecodeOptions::sm90_rows_per_cta (0 = automatic)
+  int sm90_rows_per_cta = 0;                  // testing::DecodeOverrides::sm90_rows_per_cta (0 = automatic)
   int replays = 10;                           // timed graph replays per config (>= 5)
   double sustain_ms = 0.0;                    // > 0: back-to-back replays this long first (GpuBench::time_sustained)
   double min_kv_bytes_per_pass = 384.0 * (1 << 20);  // 6.4x the H200's 60 MiB L2

@@ -59,7 +59,7 @@ const char* kUsage =
     "  --num-parts N       split-KV parts (DecodeOptions::num_parts; default 0 = automatic)\n"
     "  --fp8-math M        off|qk_and_pv: DecodeOptions::fp8_math for the fp8_e4m3 configs (default off)\n"
     "  --fp8-query T       bf16|fp16: the query type of the fp8 configs (default bf16)\n"
-    "  --sm90-rows-per-cta N  0|16|32|64: DecodeOptions::sm90_rows_per_cta, the sm90 schedule (default 0 = automatic)\n"
+    "  --sm90-rows-per-cta N  0|16|32|64: testing::DecodeOverrides::sm90_rows_per_cta, the sm90 kernel (default 0 = automatic)\n"
     "  --device N          CUDA device (default 0)\n"
     "  --seed N            seed of the varlen draws, inputs and block tables (default 2026)\n"
     "  --list              print the selected configurations and exit\n"

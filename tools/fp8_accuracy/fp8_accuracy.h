@@ -63,7 +63,7 @@ struct AttentionResult {
 // rounding), computed here without any cache.
 AttentionResult attention_f64(const StudyData& data, const std::vector<double>& kv);
 
-// FP8-math emulation (issue #4's FP8-math mode): which operands of the two products are rounded
+// FP8-math emulation (DecodeOptions::fp8_math): which operands of the two products are rounded
 // before an exact (float64) product. q_e4m3: each query row quantized to e4m3 with its own scale
 // amax / 448 (Q K^T on e4m3 operands; the cache side is the e4m3 cache itself). p: the format of
 // P = exp(S - max) <= 1 as the P V product sees it; the row sum l stays exact.

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                   row.kv_err.max);
     }
 
-  // FP8 math on the per-tensor e4m3 cache (issue #4's FP8-math mode), emulated: which of the two
+  // FP8 math on the per-tensor e4m3 cache (DecodeOptions::fp8_math), emulated: which of the two
   // products can take e4m3 operands. h_q = 128 (the compute-bound case the mode is for).
   std::printf("\nFP8 math over the per-tensor fp8_e4m3 cache (emulated as DecodeOptions::fp8_math computes; h_q 128,\n"
               "s_q 1). q e4m3: each query row quantized with its own power-of-two scale (the smallest 2^e with\n"

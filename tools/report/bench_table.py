@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Markdown table of an openmla-bench JSON file, joined with the H200 anchors CSV (FlashMLA and
-SGLang's Triton kernel on the same shapes). Used to write bench/results/ records.
+"""Markdown table of an openmla-bench JSON file, joined with an anchors CSV (FlashMLA and SGLang's
+Triton kernel timed on the same shapes and GPU) when one is given.
 
-usage: bench_table.py RESULTS.json [--anchors ../shared/notes/h200-anchors.csv]
+usage: bench_table.py RESULTS.json [--anchors ANCHORS.csv]
 """
 import argparse
 import csv
@@ -29,7 +29,7 @@ def load_anchors(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
-    ap.add_argument("--anchors", default=os.path.join(os.path.dirname(__file__), "../../../shared/notes/h200-anchors.csv"))
+    ap.add_argument("--anchors", default=None, help="reference times CSV (kernel,b,s_q,h_q,s_k,varlen,time_us)")
     args = ap.parse_args()
     data = json.load(open(args.results))
     anchors = load_anchors(args.anchors)

@@ -15,8 +15,8 @@
 // finish before the first partial is read. With several lanes, the lanes' (max, sum, acc) are merged
 // in shared memory in a fixed order (deterministic: graph replays are bit-identical to eager runs).
 //
-// Grid: x = tiles of one request, y = request groups (detail::combine_groups); the tile width is
-// detail::choose_combine_tile (core/decode_config.h), from upper bounds on the splits, since the host
+// Grid: x = tiles of one request, y = request groups (combine_groups); the tile width is
+// choose_combine_tile (combine_config.h), from upper bounds on the splits, since the host
 // does not know the lengths. With batch <= num_parts - 1, group g is request g; otherwise group g is the
 // part g + 1, which maps to the split request whose second part it is (that part begins in the
 // request, at a block > 0), so a large batch launches num_parts - 1 groups instead of batch. Groups
@@ -28,10 +28,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/decode_config.h"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/combine.h"
 #include "kernels/common/combine_config.h"
-#include "kernels/common/launch.h"
-#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/convert.cuh"
+#include "kernels/common/launch_kernel.h"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/segment.cuh"
 
@@ -235,8 +236,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // The schedule (parts, splits) is read before griddepcontrol.wait: the planner wrote it before the
 // decode kernel, whose CTAs passed their own wait before they let this grid launch, so it is complete
 // and visible. Only the partials need the decode grid finished, so a CTA whose groups hold no split
-// request exits while the decode still runs (whole-request plans, large batches: the combine's wait
-// and loads after the decode cost 1.4-4 us per call, 2026-12-01). One CTA always waits: this grid
+// request exits while the decode still runs (whole-request plans, large batches: the wait and the loads
+// after the decode would add microseconds to every call). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
 template <typename T, int kF, bool kFp16>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
@@ -283,8 +284,8 @@ cudaError_t launch_typed(const DecodeParams& p, int tile_f4, int num_groups, boo
 
 cudaError_t launch_combine(const DecodeParams& p, bool q_is_bf16, bool programmatic, cudaStream_t stream) {
   if (p.batch <= 0 || p.rows <= 0 || p.num_parts <= 1) return cudaSuccess;  // nothing can be split
-  const int num_groups = detail::combine_groups(p.batch, p.num_parts);
-  const int tile_f4 = detail::choose_combine_tile(p.batch, p.rows, p.num_parts, p.max_pages);
+  const int num_groups = combine_groups(p.batch, p.num_parts);
+  const int tile_f4 = choose_combine_tile(p.batch, p.rows, p.num_parts, p.max_pages);
   return q_is_bf16 ? launch_typed<__nv_bfloat16>(p, tile_f4, num_groups, programmatic, stream)
                    : launch_typed<__half>(p, tile_f4, num_groups, programmatic, stream);
 }

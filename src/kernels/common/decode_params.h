@@ -24,12 +24,10 @@ struct DecodeParams {
   const void* q;
   int64_t q_stride_b, q_stride_s, q_stride_h;
 
-  // Paged cache.
+  // Paged cache, in the plan's format (DecodeShape::kv_format: the kernel's instantiation, kv_kind.h).
   const uint8_t* kv;
   int64_t page_stride_bytes;
   int num_pages;
-  int kv_format;   // openmla::KVFormat
-  float kv_scale;  // per-tensor FP8 scale
 
   const int* block_table;  // [b, max_pages]
   int64_t block_table_stride;
@@ -46,8 +44,9 @@ struct DecodeParams {
   const SplitPart* parts;
   const RequestSplit* splits;
   int num_parts;
-  // Partial rows (kernels/common/partial_rows.h): fp16 scaled per 64 columns, or fp32, as the decode kernel's
-  // config says (its launcher sets fp16_partials); the combine reads either.
+  // Partial rows (kernels/common/partial_rows.h): fp16 scaled per 64 columns, or fp32 (fp16_partials: the
+  // backend's fp16_partials() of the plan's launch configuration for this call, set by run() before either
+  // launch); the decode kernel writes and the combine reads that format.
   void* o_partial;         // [slots, rows, 512]
   float* o_partial_scale;  // [slots, rows, 8]: each block's decode scale, a power of two (fp16 rows only)
   float* lse_partial;      // [slots, rows]

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/mma_sm80.cuh"  // pack2
+#include "kernels/common/convert.cuh"
 
 namespace openmla::kernels {
 

@@ -1,6 +1,9 @@
-// How the cache stores a token, as the kernels are instantiated (bf16 and fp16 caches are the
-// 16-bit kind, read in the query's type). Byte layouts: docs/kv-formats.md.
+// How the cache stores a token, as the kernels are instantiated: the compile-time form of the API's
+// KVFormat (bf16 and fp16 caches are one kind, the 16-bit one, read in the query's type). The mapping
+// from KVFormat is here and nowhere else. Byte layouts: docs/kv-formats.md.
 #pragma once
+
+#include <type_traits>
 
 #include "openmla/kv_format.h"
 
@@ -14,6 +17,17 @@ enum KvKind : int {
 
 inline constexpr KvKind kv_kind(KVFormat f) {
   return f == KVFormat::kFP8E4M3 ? kKvE4M3 : f == KVFormat::kFP8DsMla ? kKvDsMla : kKv16Bit;
+}
+
+// Calls fn(std::integral_constant<int, kind>{}) with the format's kind; returns what fn returns.
+template <class Fn>
+constexpr decltype(auto) with_kv_kind(KVFormat format, Fn&& fn) {
+  switch (kv_kind(format)) {
+    case kKvE4M3: return fn(std::integral_constant<int, kKvE4M3>{});
+    case kKvDsMla: return fn(std::integral_constant<int, kKvDsMla>{});
+    case kKv16Bit: break;
+  }
+  return fn(std::integral_constant<int, kKv16Bit>{});
 }
 
 }  // namespace openmla::kernels

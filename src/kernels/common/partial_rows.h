@@ -3,9 +3,8 @@
 // with one power-of-two scale per 64-column block ([slots, rows, 512] fp16 and [slots, rows, 8] fp32).
 //
 // Why fp16 and not fp32: at small batches every CTA ends its part with a split segment, and its 64 fp32 rows
-// (128 KB) took about 5 µs to store, a sixth of the call at b=1, h_q=128, 32K. These rows, written as whole 32-byte
-// sectors (sector_stores.cuh), run such calls 1.03-1.07x faster (1.09-1.11x for unscaled bf16 rows in a timing
-// experiment; with 16 bytes of a sector per instruction 0.87-0.95x; bench/results/2026-12-03-h200-half-partials.md).
+// (128 KB) take about a sixth of the call to store (b=1, h_q=128, 32K). These rows are half the bytes, written as
+// whole 32-byte sectors (sector_stores.cuh: stores of part of a sector would cost more than fp32's bytes).
 //
 // Precision: a block's values are multiplied by 2^k so that its largest magnitude lands in [2^14, 2^15), under
 // fp16's 65504 whatever the cache's range, so a value keeps fp16's 11 significant bits: a relative error of at

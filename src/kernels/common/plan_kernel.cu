@@ -3,7 +3,7 @@
 // O(b / kThreads) steps and nothing returns to the host.
 #include <cub/block/block_scan.cuh>
 
-#include "kernels/common/launch.h"
+#include "kernels/common/plan_kernel.h"
 #include "kernels/common/schedule.h"
 
 namespace openmla::kernels {
@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
   __shared__ typename Scan::TempStorage scan_storage;
 
   // The whole-or-split choice weighs a request kRequestOverheadUnits besides its blocks (the rules of
-  // schedule.h were measured so); the split below weighs it split_overhead_units.
+  // schedule.h are tuned with that weight); the split below weighs it split_overhead_units.
   auto units_of = [](int seqlen) -> long long {
     const int blocks = planned_blocks(seqlen);
     return (blocks > 0 ? blocks : 1) + kRequestOverheadUnits;
@@ -183,11 +183,10 @@ __global__ void __launch_bounds__(kThreads) plan_kernel(const int* __restrict__ 
 
 }  // namespace
 
-cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, int min_units_per_part,
-                        int whole_slack_percent, int split_overhead_units, SplitPart* parts, RequestSplit* splits,
-                        cudaStream_t stream) {
-  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, min_units_per_part, whole_slack_percent,
-                                          split_overhead_units, parts, splits);
+cudaError_t launch_plan(const int* seqlens, int batch, int num_parts, const SplitTuning& tuning, SplitPart* parts,
+                        RequestSplit* splits, cudaStream_t stream) {
+  plan_kernel<<<1, kThreads, 0, stream>>>(seqlens, batch, num_parts, tuning.min_units_per_part,
+                                          tuning.whole_slack_percent, tuning.split_overhead_units, parts, splits);
   return cudaGetLastError();
 }
 

@@ -30,29 +30,34 @@ inline constexpr int kMinUnitsPerPart = 4;
 inline constexpr int kSm90MinUnitsPerPart = 2;
 inline constexpr int kMaxBlocksPerRequest = 1 << 20;  // planner clamp; real tables are far smaller
 // How much more than the equal share (units) a part may carry so that no request is split: splitting
-// costs partial writes and the combine, measured at 5-12 tiles of the sm90 kernel with 2-4 m-tiles per
-// request (b = 64-128, s_k = 1K-4K: whole requests 1.02-1.16x faster on the H200,
-// bench/results/2026-12-01-h200-sm90-narrow32-auto.md), against under one tile for 1 m-tile.
+// costs partial writes and the combine, 5-12 tiles of the sm90 kernel with 2-4 m-tiles per request,
+// against under one tile with 1 m-tile.
 inline constexpr int kWholeRequestSlackUnits = 4;
 // Relative slack for the sm90 kernels with 2+ m-tiles per request (a split there also costs each m-tile's
-// CTA a segment boundary): 3% of the equal share. Same-run A/B on the H200, each shape timed by both rules
-// back to back (bench/results/2026-12-02-h200-whole-requests.md, run 5): b=128 s_q=1 h_q=128 8K, s_q=2 h_q=128
-// 4K and 8K, s_q=4 h_q=64 4K, b=64 s_q=1 h_q=128 16K went whole and ran 1.013-1.038x faster (FP8 math
-// 1.039-1.060x, the wide FP8-storage kernels 1.001-1.009x, run 11); 4% (whole also at 16K-32K with 2-4
-// m-tiles) measured 0.999-1.011x there. One m-tile keeps the 4 units (a split costs it under one tile, and
-// whole requests leave SMs idle), and so does the portable kernel (3% and 6% measured 0.977-1.007x on its
-// 2+ m-tile shapes, run 8).
+// CTA a segment boundary): 3% of the equal share. More slack starts keeping long requests (16K-32K) whole,
+// which leaves SMs idle; one m-tile keeps the fixed units (a split costs it under one tile), and so does the
+// portable kernel, which gains nothing from a relative slack.
 inline constexpr int kSm90WholeRequestSlackPercent = 3;
 // The cost of a request's segment in a split plan of the sm90 kernels with 2+ m-tiles, in units
-// (kRequestOverheadUnits otherwise, and in the whole-or-split choice, whose rules above were measured with it).
-// A segment there costs each m-tile's CTA the Q load, the pipeline's drain and fill and the epilogue: about 3
-// tiles of the seesaw at b=128, s_q=1, h_q=128, varlen (per-CTA end times against the part's segments,
-// bench/results/2026-12-02-h200-segment-cost.md, run 3), so parts that held more requests finished last.
-// Same-run A/B of 1, 2 and 3 units (run 5): 2 units 1.011-1.015x on the b=128 varlen batches (h_q = 128, s_q = 1
-// and 2), 1.02-1.14x at b=16 with 1K-4K (h_q = 64-128), FP8 math on varlen 1.036x, e4m3 1.013x, the rest
-// 0.996-1.007x; 3 units gained more on FP8 (1.049x, 1.018x) but lost up to 0.7% at b=16, 4K. Applied to the
-// whole-or-split choice too, it split b=128, s_q=2, h_q=128, 4K and s_q=4, h_q=64, 4K: 0.969x (run 6).
+// (kRequestOverheadUnits otherwise, and in the whole-or-split choice, whose rules above are tuned with it).
+// A segment there costs each m-tile's CTA the Q load, the pipeline's drain and fill and the epilogue, about 3
+// tiles of the seesaw, so with one unit the parts that hold more requests finish last. 3 units would
+// over-weigh segments on short requests; in the whole-or-split choice the heavier weight splits requests
+// that are faster whole.
 inline constexpr int kSm90MultiTileOverheadUnits = 2;
+
+// How a backend's kernels want the batch cut into parts (the planner's arguments, launch_plan): a part gets
+// at least min_units_per_part units; requests stay whole within max(kWholeRequestSlackUnits,
+// whole_slack_percent % of the equal share); a split plan weighs a request split_overhead_units. Chosen
+// once per plan by the backend's choose_launch.
+struct SplitTuning {
+  int min_units_per_part = kMinUnitsPerPart;
+  int whole_slack_percent = 0;
+  int split_overhead_units = kRequestOverheadUnits;
+};
+
+// Split-KV parts per query tile so that parts * m_tiles fills the SMs (>= 1). Host code (schedule.cpp).
+int choose_num_parts(int num_sms, int ctas_per_sm, int m_tiles) noexcept;
 
 struct SplitPart {
   int begin_req;    // first request of the part

@@ -1,7 +1,6 @@
 // Stores whose every instruction writes whole 32-byte sectors, for rows that a warp's lanes hold in pieces: the
 // output rows and the partial rows (partial_rows.h). A store of part of a sector costs more than its bytes: fp16
-// partial rows written 16 bytes of a sector per instruction ran 0.87-0.95x where whole sectors ran 1.02-1.11x
-// (bench/results/2026-12-03-h200-half-partials.md, runs 1-2).
+// partial rows written 16 bytes of a sector per instruction are slower than fp32 rows in whole sectors.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +12,8 @@ namespace openmla::kernels {
 // bytes and the quad one whole sector per instruction (half the stores of 4-byte words): even c takes columns
 // 2c..2c+3 of the first block, odd c those of the second. `at`: the first block's start plus odd * 8 + 2 * (c & 2)
 // elements, added to the row's pointer before the caller's loop, so that each store is one predicated STG at a
-// constant offset (added per store, the compiler made each store a branch that recomputed the row's 64-bit offset:
-// 30+ instructions per store, and the epilogue ran at instruction-fetch speed; 2026-12-01, docs/hopper-kernel.md).
+// constant offset (added per store, the compiler makes each store a branch that recomputes the row's 64-bit offset:
+// 30+ instructions per store, and the epilogue runs at instruction-fetch speed).
 // Every lane of the warp calls it (a full-warp shuffle); `store`: whether this lane's row is written.
 template <typename E>
 __device__ __forceinline__ void store_swapped_words(E* at, uint32_t w0, uint32_t w1, bool odd, bool store) {
@@ -47,7 +46,7 @@ __device__ __forceinline__ void store_sector_pair_halves(uint8_t* mine, const ui
 
 // The same 32 bytes per lane (lo | hi at `mine`, lanes c and c ^ 1 adjacent): whole sectors per store instruction
 // through the exchange (kWholeSectors), or each lane's own two 16-byte stores, half a sector each per instruction
-// (kept where it measured faster: the portable kernel's 16-row tiles, kPortableWholeSectorOutput). Every lane of
+// (kept where that is faster: the portable kernel's 16-row tiles, kPortableWholeSectorOutput). Every lane of
 // the warp calls it; `store`: whether this lane's row is written.
 template <bool kWholeSectors>
 __device__ __forceinline__ void store_lane_pair_32(uint8_t* mine, const uint4& lo, const uint4& hi, bool odd,

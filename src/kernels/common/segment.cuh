@@ -5,8 +5,9 @@
 
 #include <cstdint>
 
+#include "kernels/arch/sync.cuh"
 #include "kernels/common/decode_params.h"
-#include "kernels/common/mma_sm80.cuh"  // grid dependency control
+#include "kernels/common/page_table.cuh"
 #include "openmla/error.h"
 
 namespace openmla::kernels {
@@ -43,8 +44,8 @@ __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seq
 }
 
 // Packed query row `row` = token * h_q + head of a request. h_q is one of 8..128, a power of two
-// (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiled to ~20 instructions per row,
-// and the sm90 epilogue stalled on them (bench/results/2026-12-02-h200-seesaw-experiments.md, run 9).
+// (core/validate.cpp), so a shift and a mask: a division by the runtime h_q compiles to ~20 instructions per row,
+// on which the sm90 epilogue stalls.
 struct QueryRow {
   int token, head;
 };
@@ -87,15 +88,15 @@ __device__ __forceinline__ Segment make_segment(const DecodeParams& p, const Spl
 }
 
 // Whether any page id of the segment's blocks is out of range, read by `threads` threads together (thread `tid`
-// takes every threads-th id): a segment's guard in one round of loads, where a check per tile puts a global load's wait
-// into every tile (the sm90 wide kernels: seesaw 1.008-1.037x, FP8 math 1.014-1.027x once per segment; runs 8-9 of
-// bench/results/2026-12-03-h200-session44.md). Each thread gets only its own share: the caller ORs the flags.
+// takes every threads-th id): a segment's guard in one round of loads, where a check per tile would put a global
+// load's wait into every tile of the sm90 wide kernels' loops. Each thread gets only its own share: the caller ORs
+// the flags.
 __device__ __forceinline__ bool segment_page_out_of_range(const DecodeParams& p, const Segment& seg, int tid,
                                                           int threads) {
-  const int* page_ids = p.block_table + seg.req * p.block_table_stride;
+  const int* ids = page_ids(p, seg.req);
   bool bad = false;
   for (int block = seg.block_begin + tid; block < seg.block_end; block += threads) {
-    const int page = page_ids[block];
+    const int page = ids[block];
     bad |= page < 0 || page >= p.num_pages;
   }
   return bad;
@@ -125,7 +126,7 @@ struct TileCursor {
   __device__ bool valid() const { return req <= part.end_req; }
   // The tile's page id as the caller's block table holds it: unchecked, so the copy that uses it must
   // range-check it (a bad id is never a coordinate).
-  __device__ int page_id() const { return p.block_table[req * p.block_table_stride + block]; }
+  __device__ int page_id() const { return kernels::page_id(p, req, block); }
   // The tile's tokens inside its request's length: > 0, and kSegmentPageTokens except in the last tile.
   __device__ int tokens_in_tile() const { return p.seqlens[req] - block * kSegmentPageTokens; }
   __device__ void next() {

@@ -5,13 +5,15 @@
 
 #include <cstdint>
 
+#include "kernels/arch/sm90/ptx.cuh"
+#include "kernels/arch/sync.cuh"
+#include "kernels/common/convert.cuh"
 #include "kernels/common/decode_params.h"
-#include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/partial_rows.h"
 #include "kernels/common/sector_stores.cuh"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/ptx.cuh"
-#include "kernels/sm90/decode/config.h"
+#include "kernels/common/softmax.cuh"
+#include "kernels/sm90/decode/common.h"
 #include "openmla/error.h"
 
 namespace openmla::kernels::sm90 {
@@ -76,8 +78,8 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   // A row's factor: out = o * row_factor(l); NaN for a poisoned segment, 0 for a row that weighed nothing.
   const auto row_factor = [&](float l) { return poison ? NAN : (l > 0.f ? p.out_scale / (o_scale * l) : 0.f); };
   // Rows go out as whole sectors (store_swapped_words): a lane's offsets are in the row's pointer before its loop.
-  // The output's loop spells the helper out: called there, it changed the FP8 wide kernels' register allocation
-  // (SASS, session 40), which no GPU run has timed; the 16-bit kernels' code was the same either way.
+  // The output's loop spells the helper out: called there, it changes the FP8 wide kernels' register allocation
+  // (the 16-bit kernels' code is the same either way).
   const bool odd = c & 1;
   if (seg.write_final) {  // the request's output, in the query type
 #pragma unroll

@@ -2,16 +2,16 @@
 // (grid x) and whose S accumulators are wgmma m64n64 fragments: the wide kernel and the FP8-math kernel.
 #pragma once
 
+#include "kernels/arch/sm90/ptx.cuh"
 #include "kernels/common/decode_params.h"
 #include "kernels/common/segment.cuh"
-#include "kernels/sm90/common/ptx.cuh"
 
 namespace openmla::kernels::sm90 {
 
 inline constexpr int kMaskTileRows = 64;    // query rows of an m-tile: the wgmma M
 inline constexpr int kMaskTileTokens = 64;  // keys of a tile: one page
 
-// The CTA's m-tile: grid x (launch_impl.cuh, fp8_math_launch_impl.cuh).
+// The CTA's m-tile: grid x (wide/instantiate.cuh, fp8_math/instantiate.cuh).
 __device__ __forceinline__ int wide_m_tile() { return static_cast<int>(blockIdx.x); }
 
 // Keys a row may see: < limit (seqlen, or the causal limit of the row's query token).
@@ -34,8 +34,8 @@ struct TileMask {
   }
   // The same, computed where a tile needs it from values at hand there (the wide kernel: two rows' limits held
   // through its tile loop cost a spill around every softmax step, docs/hopper-kernel.md). The FP8-math kernel
-  // holds them instead (limit above, once per segment): computed here it ran 0.99x on its long compute-bound
-  // rows (bench/results/2026-12-02-h200-whole-requests.md).
+  // holds them instead (limit above, once per segment): on its long compute-bound rows the recomputation costs
+  // more than the registers.
   __device__ __forceinline__ int limit_here(const DecodeParams& p, int row) const {
     return limit(p, opaque(wide_m_tile()), row);
   }

@@ -1,0 +1,6 @@
+#include "kernels/portable/decode/instantiate.cuh"
+#include "kernels/portable/decode/tiles.h"
+
+namespace openmla::kernels::portable {
+OPENMLA_INSTANTIATE_PORTABLE(TileRows16Tokens32Warps4, __half, kKvE4M3)
+}  // namespace openmla::kernels::portable

@@ -1,6 +1,0 @@
-#include "kernels/sm80/decode/launch_impl.cuh"
-#include "kernels/sm80/decode/tiles.h"
-
-namespace openmla::kernels::portable {
-OPENMLA_INSTANTIATE_PORTABLE(TileRows64Tokens64, __nv_bfloat16, kKvDsMla)
-}  // namespace openmla::kernels::portable

@@ -1,5 +1,0 @@
-#include "kernels/sm90/decode/fp8_math_launch_impl.cuh"
-
-namespace openmla::kernels::sm90 {
-OPENMLA_INSTANTIATE_SM90_FP8_MATH(__half)
-}

@@ -1,5 +1,0 @@
-#include "kernels/sm90/decode/narrow_launch_impl.cuh"
-
-namespace openmla::kernels::sm90 {
-OPENMLA_INSTANTIATE_SM90_NARROW(__half, kKvE4M3, 16, 1)
-}

@@ -1,0 +1,5 @@
+#include "kernels/sm90/decode/wide/instantiate.cuh"
+
+namespace openmla::kernels::sm90 {
+OPENMLA_INSTANTIATE_SM90_WIDE(__half, kKv16Bit)
+}
