@@ -245,20 +245,20 @@ def _widened_block_table(block_table: Any) -> Any:
     return block_table.as_strided((rows, bound), (row_stride, col_stride))
 
 
-# The last block table widened: every layer of a step passes the same tensor, so its view is made
-# once per step. Keyed by the object and its data pointer (a tensor re-pointed with set_() differs).
-_last_table: Any = None
-_last_table_ptr = 0
-_last_widened: Any = None
+# The last block table widened, as (table, data pointer, widened view): every layer of a step passes
+# the same tensor, so its view is made once per step. Keyed by the object and its data pointer (a
+# tensor re-pointed with set_() differs); replaced in one assignment, so threads never pair one
+# table with another's view.
+_last_table: Tuple[Any, int, Any] = (None, 0, None)
 
 
 def _widened_block_table_cached(block_table: Any) -> Any:
-    global _last_table, _last_table_ptr, _last_widened
-    ptr = block_table.data_ptr()
-    if block_table is not _last_table or ptr != _last_table_ptr:
-        _last_widened = _widened_block_table(block_table)
-        _last_table, _last_table_ptr = block_table, ptr
-    return _last_widened
+    global _last_table
+    table, ptr, widened = _last_table
+    if block_table is not table or block_table.data_ptr() != ptr:
+        widened = _widened_block_table(block_table)
+        _last_table = (block_table, block_table.data_ptr(), widened)
+    return widened
 
 
 def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
