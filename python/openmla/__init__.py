@@ -47,11 +47,14 @@ from ._C import (
     page_stride_bytes,
     pages_for_budget,
 )
-from . import fp8, reference
+from . import _frameworks, fp8, reference
 from ._errors import DeviceError
 from .api import Decoder, decode, view_as, write_kv
 
 __version__ = _C.__version__
+
+# torch.compile support: the torch custom operators exist as soon as torch is in the process.
+_frameworks.adopt_torch_if_imported()
 
 
 __all__ = [

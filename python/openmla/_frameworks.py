@@ -6,7 +6,8 @@ call needs them (and torch only if it is installed).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import sys
+from typing import Any, Dict, Optional, Sequence
 
 from . import _C
 from ._C import Backend, DType, Fp8Math, KVFormat
@@ -110,20 +111,78 @@ def as_float(value: Any, name: str) -> float:
 
 _torch_module: Any = None
 _torch_checked = False
+_torch_tensor: Any = None  # torch.Tensor once torch is imported
+_torch_dtypes: Dict[DType, Any] = {}
 
 
 def torch_or_none() -> Any:
-    """The torch module if it can be imported, else None (checked once)."""
+    """The torch module if it can be imported, else None (checked once). The first successful
+    import also registers OpenMLA's torch custom operators (openmla._torch_ops)."""
     global _torch_module, _torch_checked
     if not _torch_checked:
         _torch_checked = True
         try:
             import torch  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 (lazy: optional)
-
-            _torch_module = torch
         except ImportError:
-            _torch_module = None
+            return None
+        _adopt_torch(torch)
     return _torch_module
+
+
+def _adopt_torch(torch: Any) -> None:
+    global _torch_module, _torch_checked, _torch_tensor
+    _torch_checked = True
+    _torch_module = torch
+    _torch_tensor = torch.Tensor
+    _torch_dtypes.update({
+        DType.bfloat16: torch.bfloat16,
+        DType.float16: torch.float16,
+        DType.float32: torch.float32,
+        DType.float64: torch.float64,
+        DType.uint8: torch.uint8,
+        DType.int32: torch.int32,
+        DType.int64: torch.int64,
+    })
+    if hasattr(torch, "float8_e4m3fn"):
+        _torch_dtypes[DType.float8_e4m3fn] = torch.float8_e4m3fn
+    from . import _torch_ops  # noqa: PLC0415 (needs torch)
+
+    _torch_ops.register()
+
+
+def adopt_torch_if_imported() -> None:
+    """Registers the torch operators now if the process has already imported torch (so that
+    torch.compile finds them even when no OpenMLA call ran eagerly before tracing)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and not _torch_checked and hasattr(torch, "Tensor"):
+        _adopt_torch(torch)
+
+
+def compiling() -> bool:
+    """True while torch.compile (Dynamo) traces the caller: the GPU entry points then call their
+    torch custom operator instead of the extension, so that the call lands in the graph."""
+    return _torch_module is not None and _torch_module.compiler.is_compiling()
+
+
+_exchange_types: Dict[type, bool] = {}
+
+
+def reports_stream(x: Any) -> bool:
+    """Whether the extension reads x's framework's current stream by itself (DLPack's C exchange
+    API: PyTorch 2.10 and newer), so that stream=None can be passed down as None."""
+    t = type(x)
+    known = _exchange_types.get(t)
+    if known is None:
+        known = _exchange_types[t] = bool(_C.has_dlpack_exchange_api(t))
+    return known
+
+
+def stream_arg(stream: Any, like: Any) -> Optional[int]:
+    """The `stream` for a native call: None where the extension resolves the default itself (the
+    same stream resolve_stream would return), else resolve_stream(stream, like)."""
+    if stream is None and reports_stream(like):
+        return None
+    return resolve_stream(stream, like)
 
 
 def framework(x: Any) -> str:
@@ -134,29 +193,18 @@ def framework(x: Any) -> str:
     return "jax" if top == "jaxlib" else top
 
 
-def _torch_dtype(torch: Any, dtype: DType) -> Any:
-    return {
-        DType.bfloat16: torch.bfloat16,
-        DType.float16: torch.float16,
-        DType.float32: torch.float32,
-        DType.float64: torch.float64,
-        DType.uint8: torch.uint8,
-        DType.int32: torch.int32,
-        DType.int64: torch.int64,
-        DType.float8_e4m3fn: getattr(torch, "float8_e4m3fn", None),
-    }[dtype]
-
-
 def empty_like(like: Any, shape: Sequence[int], dtype: DType, name: str) -> Any:
     """An uninitialised tensor of the framework and device of `like` (the argument the caller
     gave), for an output the caller did not pass as `name=`."""
+    if type(like) is _torch_tensor:  # sizes as separate arguments: torch parses them faster than a tuple
+        return _torch_module.empty(*shape, dtype=_torch_dtypes[dtype], device=like.device)
     if isinstance(like, _C.Reinterpreted):
         like = like.tensor
     fw = framework(like)
     shape = tuple(int(s) for s in shape)
     if fw == "torch":
         torch = torch_or_none()
-        return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=like.device)
+        return torch.empty(shape, dtype=_torch_dtypes.get(dtype), device=like.device)
     if fw in ("cupy", "numpy"):
         np_name = _NUMPY_NAMES.get(dtype)
         if np_name is None:

@@ -9,7 +9,9 @@ framework on the input's device.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+import itertools
+import weakref
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _C
 from ._C import DecodePlan, DecodeShape, DType, KVFormat
@@ -20,11 +22,13 @@ from ._frameworks import (
     as_float,
     as_fp8_math,
     as_kv_format,
+    compiling,
     cuda_device_index,
     empty_like,
     framework,
     kv_format_of,
     resolve_stream,
+    stream_arg,
     torch_or_none,
 )
 
@@ -54,10 +58,14 @@ def _outputs(like: Any, shape: DecodeShape, out: Any, lse: Any) -> Tuple[Any, An
     return out, lse
 
 
-def _new_workspace(like: Any, plan: DecodePlan, stream: int) -> Any:
-    workspace = empty_like(like, (plan.workspace_bytes,), DType.uint8, "workspace")
-    DecodePlan.reset_device_errors(workspace, stream)  # the error word is sticky: start clean
-    return workspace
+def _torch_ops() -> Any:
+    """torch.ops.openmla (openmla._torch_ops registers it when torch is first seen)."""
+    return torch_or_none().ops.openmla
+
+
+_decoder_ids: Iterator[int] = itertools.count(1)
+# Decoders by id, for the torch operators (which take plain values: the id names the Decoder).
+decoders: "weakref.WeakValueDictionary[int, Decoder]" = weakref.WeakValueDictionary()
 
 
 class Decoder:
@@ -125,6 +133,9 @@ class Decoder:
             workspace = torch.empty(self.plan_.workspace_bytes, dtype=torch.uint8, device=f"cuda:{self.plan_.device}")
         self.workspace: Any = workspace
         DecodePlan.reset_device_errors(workspace, resolve_stream(stream, workspace))
+        self._dims = (int(batch_size), int(q_len), int(num_heads))  # plain ints: readable while torch.compile traces
+        self._id = next(_decoder_ids)
+        decoders[self._id] = self
 
     @property
     def workspace_bytes(self) -> int:
@@ -150,7 +161,10 @@ class Decoder:
         current stream of the input's framework (else PyTorch's, else the legacy default stream).
         Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
         """
-        self.plan_.plan(cache_seqlens, self.workspace, resolve_stream(stream, cache_seqlens))
+        if stream is None and compiling():
+            _torch_ops().decoder_plan(self._id, cache_seqlens, self.workspace)
+            return
+        self.plan_.plan(cache_seqlens, self.workspace, stream_arg(stream, cache_seqlens))
 
     def run(
         self,
@@ -179,19 +193,29 @@ class Decoder:
         request with a bad one come back NaN and device_errors() says which guard fired. Raises
         ValueError / TypeError for a bad shape, dtype, stride or device.
         """
-        out, lse = _outputs(q, self.shape, out, lse)
-        self.plan_.run(
-            q,
-            kv_cache,
-            block_table,
-            cache_seqlens,
-            as_float(softmax_scale, "softmax_scale"),
-            out,
-            lse,
-            self.workspace,
-            resolve_stream(stream, q),
-            as_float(kv_scale, "kv_scale"),
-        )
+        if stream is None and compiling():
+            return self._run_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kv_scale)
+        if out is None or lse is None:
+            out, lse = _outputs(q, self.shape, out, lse)
+        if type(softmax_scale) is not float:
+            softmax_scale = as_float(softmax_scale, "softmax_scale")
+        if type(kv_scale) is not float:
+            kv_scale = as_float(kv_scale, "kv_scale")
+        self.plan_.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, self.workspace,
+                       stream_arg(stream, q), kv_scale)
+        return out, lse
+
+    def _run_op(self, q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, out: Any,
+                lse: Any, kv_scale: float) -> Tuple[Any, Any]:
+        """run() as the torch operator openmla::decoder_run, for torch.compile's graph."""
+        torch = torch_or_none()
+        b, s_q, h_q = self._dims
+        if out is None:
+            out = q.new_empty((b, s_q, h_q, HEAD_DIM_V))
+        if lse is None:
+            lse = q.new_empty((b, s_q, h_q), dtype=torch.float32)
+        _torch_ops().decoder_run(self._id, q, kv_cache, block_table, cache_seqlens, float(softmax_scale), out, lse,
+                                 self.workspace, float(kv_scale))
         return out, lse
 
     def device_errors(self, stream: Any = None) -> DeviceError:
@@ -278,20 +302,69 @@ def decode(
     NotImplementedError for what this build or device does not support. Bad lengths or page ids in
     device memory give NaN rows (a Decoder reports which guard fired: Decoder.device_errors()).
     """
+    if stream is None and plan is None and workspace is None and compiling():
+        return _decode_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, out,
+                          lse, backend, num_parts)
     fmt = kv_format_of(kv_cache, kv_format)
-    shape, device, device_id = shape_of_q(q, fmt, causal)
-    if device != "cuda":
-        got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
-        raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.decode runs on the CPU)")
     if plan is None:
-        plan = _plan_for(shape, backend, num_parts, device_id)
-    s = resolve_stream(stream, q)
+        plan = _plan_of_q(q, fmt, causal, backend, num_parts)
+    s = stream_arg(stream, q)
     if workspace is None:
-        workspace = _new_workspace(q, plan, s)
-    out, lse = _outputs(q, plan.shape, out, lse)
+        # Fresh, so no other call can read its error word: it needs no reset.
+        workspace = empty_like(q, (plan.workspace_bytes,), DType.uint8, "workspace")
+    if out is None or lse is None:
+        out, lse = _outputs(q, plan.shape, out, lse)
+    if type(softmax_scale) is not float:
+        softmax_scale = as_float(softmax_scale, "softmax_scale")
+    if type(kv_scale) is not float:
+        kv_scale = as_float(kv_scale, "kv_scale")
     plan.plan(cache_seqlens, workspace, s)
-    plan.run(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"), out, lse, workspace,
-             s, as_float(kv_scale, "kv_scale"))
+    plan.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, s, kv_scale)
+    return out, lse
+
+
+_plans_by_q: Dict[Tuple[Any, ...], DecodePlan] = {}
+
+
+def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int) -> DecodePlan:
+    """The cached plan for q's dims, dtype and device and the options; every check of a new
+    combination runs once (shape_of_q, DecodePlan's validation), and a call with a combination seen
+    before only looks it up."""
+    dtype, dims, device, device_id = _C.describe(q, "q")
+    key = (dims, dtype, device, device_id, fmt, bool(causal), backend, num_parts)
+    try:
+        plan = _plans_by_q.get(key)
+    except TypeError:  # an unhashable backend: as_backend names it below
+        plan, key = None, None
+    if plan is None:
+        shape, device, device_id = shape_of_q(q, fmt, causal)
+        if device != "cuda":
+            got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
+            raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.decode runs on the CPU)")
+        plan = _plan_for(shape, backend, num_parts, device_id)
+        if key is not None:
+            _plans_by_q[key] = plan
+    return plan
+
+
+def _decode_op(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, causal: bool,
+               kv_format: Any, kv_scale: float, out: Any, lse: Any, backend: Any, num_parts: int) -> Tuple[Any, Any]:
+    """decode() as the torch operators openmla::decode / openmla::decode_out, for torch.compile's graph.
+    Enum options travel by name."""
+    ops = _torch_ops()
+    fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
+    backend_name = backend if isinstance(backend, str) else backend.name
+    if out is None and lse is None:
+        return ops.decode(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt,
+                          float(kv_scale), backend_name, int(num_parts))
+    torch = torch_or_none()
+    b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+    if out is None:
+        out = q.new_empty((b, s_q, h_q, HEAD_DIM_V))
+    if lse is None:
+        lse = q.new_empty((b, s_q, h_q), dtype=torch.float32)
+    ops.decode_out(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt, float(kv_scale),
+                   backend_name, int(num_parts), out, lse)
     return out, lse
 
 
@@ -318,13 +391,11 @@ def write_kv(
     Raises ValueError for a bad shape or a tensor not on the GPU (a CPU tensor or NumPy array:
     openmla.reference.write_kv runs on the CPU), TypeError for a bad dtype or stream.
     """
-    _C.write_kv(
-        kv_latent,
-        k_rope,
-        slots,
-        kv_cache,
-        kv_format_of(kv_cache, kv_format),
-        as_float(kv_scale, "kv_scale"),
-        resolve_stream(stream, kv_cache),
-        workspace,
-    )
+    if stream is None and compiling():
+        fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
+        _torch_ops().write_kv(kv_latent, k_rope, slots, kv_cache, fmt, float(kv_scale), workspace)
+        return
+    if type(kv_scale) is not float:
+        kv_scale = as_float(kv_scale, "kv_scale")
+    _C.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format_of(kv_cache, kv_format), kv_scale,
+                stream_arg(stream, kv_cache), workspace)

@@ -54,21 +54,17 @@ Differences from FlashMLA:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import _C
 from ._C import DecodePlan, DecodeShape, DType, KVFormat
-from ._frameworks import torch_or_none
+from ._frameworks import compiling, torch_or_none
 
 __all__ = ["FlashMLASchedMeta", "flash_mla_with_kvcache", "get_mla_metadata", "set_empty_lse"]
 
 _HEAD_DIM_V = _C.HEAD_DIM_V
 _TILE_SCHEDULER_METADATA_SIZE = 8  # FlashMLA's int32 words per SM part; only the shape matters here
-
-
-_tokens: Iterator[int] = itertools.count(1)  # FlashMLASchedMeta identities
 
 
 @dataclasses.dataclass
@@ -95,7 +91,7 @@ class FlashMLASchedMeta:
     config: Optional[Config] = None
     tile_scheduler_metadata: Any = None  # FlashMLA's tensors; unused by OpenMLA (kept for attribute access)
     num_splits: Any = None
-    _token: int = dataclasses.field(default_factory=lambda: next(_tokens), repr=False)
+    _signature: Any = dataclasses.field(default=None, repr=False, compare=False)  # the checked call it matches
 
 
 _generation = 0  # older-style get_mla_metadata calls so far: each one may carry new lengths
@@ -249,6 +245,22 @@ def _widened_block_table(block_table: Any) -> Any:
     return block_table.as_strided((rows, bound), (row_stride, col_stride))
 
 
+# The last block table widened, as (table, data pointer, widened view): every layer of a step passes
+# the same tensor, so its view is made once per step. Keyed by the object and its data pointer (a
+# tensor re-pointed with set_() differs); replaced in one assignment, so threads never pair one
+# table with another's view.
+_last_table: Tuple[Any, int, Any] = (None, 0, None)
+
+
+def _widened_block_table_cached(block_table: Any) -> Any:
+    global _last_table
+    table, ptr, widened = _last_table
+    if block_table is not table or block_table.data_ptr() != ptr:
+        widened = _widened_block_table(block_table)
+        _last_table = (block_table, block_table.data_ptr(), widened)
+    return widened
+
+
 def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> None:
     if not meta.have_initialized:
         meta.have_initialized = True
@@ -272,43 +284,49 @@ def _not_sparse(**kwargs: Any) -> None:
             )
 
 
-def flash_mla_with_kvcache(
-    q: Any,
-    k_cache: Any,
-    block_table: Any,
-    cache_seqlens: Any,
-    head_dim_v: int,
-    tile_scheduler_metadata: Any,
-    num_splits: Any = None,
-    softmax_scale: Optional[float] = None,
-    causal: bool = False,
-    is_fp8_kvcache: bool = False,
-    indices: Any = None,
-    attn_sink: Any = None,
-    extra_k_cache: Any = None,
-    extra_indices_in_kvcache: Any = None,
-    topk_length: Any = None,
-    extra_topk_length: Any = None,
-) -> Tuple[Any, Any]:
-    """FlashMLA's dense decode: returns (out [b, s_q, h_q, 512] in q's dtype,
-    softmax_lse [b, h_q, s_q] float32).
+class _Signature:
+    """What the argument checks derived from one combination of q / k_cache shapes, dtypes and
+    device, head_dim_v, causal and is_fp8_kvcache: the checks run once per combination."""
 
-    q [b, s_q, h_q, 576] bf16/fp16; k_cache [num_blocks, 64, 1, 576] bf16/fp16, or with
-    is_fp8_kvcache [num_blocks, 64, 1, 656] uint8/float8_e4m3fn (ds_mla); block_table [b, max_blocks]
-    int32, read by row stride (see the module docstring); cache_seqlens [b] int32; head_dim_v = 512;
-    softmax_scale defaults to 576 ** -0.5; causal: query i of request r sees positions up to
-    cache_seqlens[r] - s_q + i. tile_scheduler_metadata: what get_mla_metadata returned (either
-    style); num_splits: ignored. All tensors are torch CUDA tensors on one device; the call runs
-    on torch's current stream and can be captured in a CUDA graph.
+    __slots__ = ("b", "s_q", "h_q", "q_dtype", "kv_format", "causal", "device_index", "config", "default_scale",
+                 "states")
 
-    A request whose length or page ids are bad gets NaN rows (never a read outside the cache).
-    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a
-    bad argument (named in the message).
-    """
-    _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
-                extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
-                extra_topk_length=extra_topk_length)
-    torch = _torch()
+    def __init__(self, torch: Any, q: Any, k_cache: Any, causal: bool, is_fp8_kvcache: bool,
+                 kv_format: KVFormat) -> None:
+        self.b, self.s_q, self.h_q = int(q.shape[0]), int(q.shape[1]), int(q.shape[2])
+        self.q_dtype = DType.bfloat16 if q.dtype == torch.bfloat16 else DType.float16
+        self.kv_format = kv_format
+        self.causal = bool(causal)
+        self.device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        self.config = FlashMLASchedMeta.Config(
+            self.b, self.s_q, self.h_q, int(k_cache.shape[1]), int(k_cache.shape[2]) if k_cache.dim() == 4 else 1,
+            bool(causal), bool(is_fp8_kvcache), None, None, None)
+        self.default_scale = q.shape[-1] ** (-0.5)
+        self.states: Dict[int, _PlanState] = {}  # by stream
+
+    def state(self, torch: Any, stream: int) -> _PlanState:
+        state = self.states.get(stream)
+        if state is None:
+            shape = DecodeShape(batch_size=self.b, num_heads=self.h_q, q_len=self.s_q, q_dtype=self.q_dtype,
+                                kv_format=self.kv_format, causal=self.causal)
+            state = self.states[stream] = _state_for(torch, shape, self.device_index, stream)
+        return state
+
+
+_signatures: Dict[Tuple[Any, ...], _Signature] = {}
+
+
+def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: Any, head_dim_v: Any,
+                       causal: bool, is_fp8_kvcache: bool) -> _Signature:
+    """Every argument check of flash_mla_with_kvcache that depends only on the signature, run once
+    per signature (plain torch.Tensor arguments; subclasses are checked on every call)."""
+    T = torch.Tensor
+    key: Optional[Tuple[Any, ...]] = None
+    if type(q) is T and type(k_cache) is T and type(block_table) is T and type(cache_seqlens) is T:
+        key = (q.shape, q.dtype, q.device, k_cache.shape, k_cache.dtype, head_dim_v, causal, is_fp8_kvcache)
+        signature = _signatures.get(key)
+        if signature is not None:
+            return signature
     _require_tensor(torch, q, "q")
     _require_tensor(torch, k_cache, "k_cache")
     if block_table is None:
@@ -345,39 +363,88 @@ def flash_mla_with_kvcache(
     else:
         raise TypeError(f"k_cache: expected dtype bfloat16 or float16 (or is_fp8_kvcache=True for the 656-byte "
                         f"layout), got {str(k_cache.dtype).replace('torch.', '')}")
-    if softmax_scale is None:
-        softmax_scale = q.shape[-1] ** (-0.5)
+    if q.device.type != "cuda":
+        raise ValueError("q: expected a CUDA tensor, got a CPU tensor")
+    signature = _Signature(torch, q, k_cache, causal, is_fp8_kvcache, kv_format)
+    if key is not None:
+        _signatures[key] = signature
+    return signature
 
-    b, s_q, h_q = int(q.shape[0]), int(q.shape[1]), int(q.shape[2])
-    if isinstance(tile_scheduler_metadata, FlashMLASchedMeta):
-        _check_config(tile_scheduler_metadata, FlashMLASchedMeta.Config(
-            b, s_q, h_q, int(k_cache.shape[1]), int(k_cache.shape[2]) if k_cache.dim() == 4 else 1, bool(causal),
-            bool(is_fp8_kvcache), None, None, None))
-        step: Tuple[Any, ...] = ("meta", tile_scheduler_metadata._token)
-    elif isinstance(tile_scheduler_metadata, torch.Tensor):
-        step = ("tensor", tile_scheduler_metadata.data_ptr(), _generation)
+
+def flash_mla_with_kvcache(
+    q: Any,
+    k_cache: Any,
+    block_table: Any,
+    cache_seqlens: Any,
+    head_dim_v: int,
+    tile_scheduler_metadata: Any,
+    num_splits: Any = None,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    is_fp8_kvcache: bool = False,
+    indices: Any = None,
+    attn_sink: Any = None,
+    extra_k_cache: Any = None,
+    extra_indices_in_kvcache: Any = None,
+    topk_length: Any = None,
+    extra_topk_length: Any = None,
+) -> Tuple[Any, Any]:
+    """FlashMLA's dense decode: returns (out [b, s_q, h_q, 512] in q's dtype,
+    softmax_lse [b, h_q, s_q] float32).
+
+    q [b, s_q, h_q, 576] bf16/fp16; k_cache [num_blocks, 64, 1, 576] bf16/fp16, or with
+    is_fp8_kvcache [num_blocks, 64, 1, 656] uint8/float8_e4m3fn (ds_mla); block_table [b, max_blocks]
+    int32, read by row stride (see the module docstring); cache_seqlens [b] int32; head_dim_v = 512;
+    softmax_scale defaults to 576 ** -0.5; causal: query i of request r sees positions up to
+    cache_seqlens[r] - s_q + i. tile_scheduler_metadata: what get_mla_metadata returned (either
+    style); num_splits: ignored. All tensors are torch CUDA tensors on one device; the call runs
+    on torch's current stream and can be captured in a CUDA graph. Under torch.compile the call is
+    the operator torch.ops.openmla.flash_mla_with_kvcache, which schedules on every call.
+
+    A request whose length or page ids are bad gets NaN rows (never a read outside the cache).
+    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a
+    bad argument (named in the message).
+    """
+    if (indices is not None or attn_sink is not None or extra_k_cache is not None
+            or extra_indices_in_kvcache is not None or topk_length is not None or extra_topk_length is not None):
+        _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
+                    extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
+                    extra_topk_length=extra_topk_length)
+    torch = _torch()
+    if compiling():
+        return torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
+                                                        softmax_scale, bool(causal), bool(is_fp8_kvcache))
+    sig = _checked_signature(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, causal, is_fp8_kvcache)
+    if softmax_scale is None:
+        softmax_scale = sig.default_scale
+
+    meta = tile_scheduler_metadata
+    if isinstance(meta, FlashMLASchedMeta):
+        if meta._signature is not sig:
+            _check_config(meta, sig.config)
+            meta._signature = sig
+        # The object itself marks the step: planned_for keeps it alive, so no other object takes its id.
+        step: Tuple[Any, ...] = ("meta", id(meta), meta)
+    elif isinstance(meta, torch.Tensor):
+        step = ("tensor", meta.data_ptr(), _generation)
     else:
         raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
-                        f"or a tensor), got {type(tile_scheduler_metadata).__name__}")
+                        f"or a tensor), got {type(meta).__name__}")
 
-    device = q.device
-    if device.type != "cuda":
-        raise ValueError("q: expected a CUDA tensor, got a CPU tensor")
-    stream = torch.cuda.current_stream(device).cuda_stream
-    capture = _C.stream_capture_id(stream) if torch.cuda.is_current_stream_capturing() else 0
-    shape = DecodeShape(batch_size=b, num_heads=h_q, q_len=s_q,
-                        q_dtype=DType.bfloat16 if q.dtype == torch.bfloat16 else DType.float16,
-                        kv_format=kv_format, causal=bool(causal))
-    state = _state_for(torch, shape, device.index, stream)
-    planned_for = (step, cache_seqlens.data_ptr(), capture)
+    stream = _C.current_stream(q)
+    if stream is None:  # a torch without DLPack's C exchange API
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+    state = sig.state(torch, stream)
+    planned_for = (step, cache_seqlens.data_ptr(), _C.stream_capture_id(stream))
     if state.planned_for != planned_for:
         state.plan.plan(cache_seqlens, state.workspace, stream)
         state.planned_for = planned_for
 
-    out = torch.empty((b, s_q, h_q, _HEAD_DIM_V), dtype=q.dtype, device=device)
-    softmax_lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=device)
+    device = q.device
+    out = torch.empty(sig.b, sig.s_q, sig.h_q, _HEAD_DIM_V, dtype=q.dtype, device=device)
+    softmax_lse = torch.empty(sig.b, sig.h_q, sig.s_q, dtype=torch.float32, device=device)
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
-    state.plan.run(q, k_cache, _widened_block_table(block_table), cache_seqlens, float(softmax_scale), out,
+    state.plan.run(q, k_cache, _widened_block_table_cached(block_table), cache_seqlens, float(softmax_scale), out,
                    softmax_lse.transpose(1, 2), state.workspace, stream, 1.0)
     if _empty_lse_flashmla:
         softmax_lse.masked_fill_(torch.isneginf(softmax_lse), float("inf"))

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include "bindings.h"
@@ -46,6 +47,13 @@ std::string shape_repr(const DecodeShape& s) {
 }
 
 }  // namespace
+
+cudaStream_t stream_or_current(const std::optional<std::uintptr_t>& stream, nb::handle like, int device) {
+  if (stream) return as_stream(*stream);
+  std::uintptr_t current = 0;
+  framework_stream(like, device, &current);
+  return as_stream(current);
+}
 
 void register_decode(nb::module_& m) {
   nb::enum_<KVFormat>(m, "KVFormat", "Paged KV-cache formats (byte layouts: docs/kv-formats.md).")
@@ -151,22 +159,25 @@ void register_decode(nb::module_& m) {
       .def_prop_ro("workspace_bytes", &DecodePlan::workspace_bytes, "Bytes of workspace plan() and run() need.")
       .def(
           "plan",
-          [](const DecodePlan& p, nb::handle cache_seqlens, nb::handle workspace, std::uintptr_t stream) {
+          [](const DecodePlan& p, nb::handle cache_seqlens, nb::handle workspace,
+             std::optional<std::uintptr_t> stream) {
             Input seqlens = input_tensor(cache_seqlens, "cache_seqlens");
             require_cuda(seqlens.view, cache_seqlens, "cache_seqlens", kDecodeOnCpu);
             Workspace ws = workspace_arg(workspace, p.device());
+            const cudaStream_t s = stream_or_current(stream, cache_seqlens, p.device());
             nb::gil_scoped_release release;
-            p.plan(seqlens.view, ws.data, ws.bytes, as_stream(stream));
+            p.plan(seqlens.view, ws.data, ws.bytes, s);
           },
-          "cache_seqlens"_a.none(), "workspace"_a.none(), "stream"_a = 0,
+          "cache_seqlens"_a.none(), "workspace"_a.none(), "stream"_a.none() = 0,
           "Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small "
-          "kernel on `stream` (a cudaStream_t as int), no host synchronisation. Raises ValueError / TypeError for a "
-          "bad tensor (a CPU tensor or NumPy array included).")
+          "kernel on `stream` (a cudaStream_t as int; None: the current stream of cache_seqlens' framework where it "
+          "reports one through DLPack's C exchange API, as PyTorch does, else the legacy default stream), no host "
+          "synchronisation. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).")
       .def(
           "run",
           [](const DecodePlan& p, nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
-             float softmax_scale, nb::handle out, nb::handle lse, nb::handle workspace, std::uintptr_t stream,
-             float kv_scale) {
+             float softmax_scale, nb::handle out, nb::handle lse, nb::handle workspace,
+             std::optional<std::uintptr_t> stream, float kv_scale) {
             Input q_t = input_tensor(q, "q");
             Input kv_t = input_tensor(kv_cache, "kv_cache");
             Input table_t = input_tensor(block_table, "block_table");
@@ -190,16 +201,17 @@ void register_decode(nb::module_& m) {
             args.softmax_scale = softmax_scale;
             args.out = out_t.view;
             args.lse = lse_t.view;
+            const cudaStream_t s = stream_or_current(stream, q, p.device());
             nb::gil_scoped_release release;
-            p.run(args, ws.data, ws.bytes, as_stream(stream));
+            p.run(args, ws.data, ws.bytes, s);
           },
           "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(), "cache_seqlens"_a.none(), "softmax_scale"_a,
-          "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "stream"_a = 0, "kv_scale"_a = 1.0f,
+          "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "stream"_a.none() = 0, "kv_scale"_a = 1.0f,
           "One layer's attention with the schedule plan() wrote, into out and lse (both required here). "
           "q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table "
           "[b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); "
-          "lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache. All CUDA "
-          "tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; "
+          "lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for "
+          "plan() (None: q's framework's current stream). All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; "
           "bad lengths or page ids in device memory give NaN rows and set the device error word.")
       .def_static(
           "reset_device_errors",
@@ -225,7 +237,7 @@ void register_decode(nb::module_& m) {
   m.def(
       "write_kv",
       [](nb::handle kv_latent, nb::handle k_rope, nb::handle slots, nb::handle kv_cache, KVFormat kv_format,
-         float kv_scale, std::uintptr_t stream, nb::handle error_workspace) {
+         float kv_scale, std::optional<std::uintptr_t> stream, nb::handle error_workspace) {
         Input latent_t = input_tensor(kv_latent, "kv_latent");
         Input rope_t = input_tensor(k_rope, "k_rope");
         Input slots_t = input_tensor(slots, "slots");
@@ -244,14 +256,16 @@ void register_decode(nb::module_& m) {
         args.cache.data = cache_t.view;
         args.cache.format = kv_format;
         args.cache.scale = kv_scale;
+        const cudaStream_t s = stream_or_current(stream, kv_cache, cache_t.view.device_id);
         nb::gil_scoped_release release;
-        write_kv(args, as_stream(stream), error_word);
+        write_kv(args, s, error_word);
       },
       "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(), "kv_cache"_a.none(), "kv_format"_a,
-      "kv_scale"_a = 1.0f, "stream"_a = 0, "error_workspace"_a = nb::none(),
+      "kv_scale"_a = 1.0f, "stream"_a.none() = 0, "error_workspace"_a = nb::none(),
       "Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent "
       "[n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset "
-      "(negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale). "
+      "(negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); "
+      "stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). "
       "error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond "
       "the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.");
 }

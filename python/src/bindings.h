@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -22,6 +23,10 @@ void register_runtime(nb::module_& m);    // bind_runtime.cpp: PagePool, sizing
 // Streams cross the boundary as integers (cudaStream_t values: torch.cuda.Stream.cuda_stream,
 // cupy.cuda.Stream.ptr; 0 = the legacy default stream).
 inline cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// A `stream` argument that may be None: the current stream that `like`'s framework reports for
+// `device` through DLPack's C exchange API (PyTorch's current stream), else the legacy default stream.
+cudaStream_t stream_or_current(const std::optional<std::uintptr_t>& stream, nb::handle like, int device);
 
 // A NumPy array owning a fresh buffer of `shape` elements of T (C order).
 template <typename T>

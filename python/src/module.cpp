@@ -1,8 +1,11 @@
 // openmla._C: the nanobind extension. The Pythonic layer (python/openmla/*.py) sits on top.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
@@ -61,6 +64,14 @@ unsigned long long stream_capture_id(std::uintptr_t stream) {
   return status == cudaStreamCaptureStatusActive ? id : 0;
 }
 
+// The current stream of tensor's framework on tensor's device (see framework_stream), or None.
+std::optional<std::uintptr_t> current_stream(nb::handle tensor) {
+  Input t = input_tensor(tensor, "tensor");
+  std::uintptr_t stream = 0;
+  if (t.view.device != DeviceType::kCUDA || !framework_stream(tensor, t.view.device_id, &stream)) return std::nullopt;
+  return stream;
+}
+
 }  // namespace
 
 void register_tensors(nb::module_& m) {
@@ -110,6 +121,13 @@ void register_tensors(nb::module_& m) {
         "The KVFormat a cache tensor implies: bfloat16 -> bf16, float16 -> fp16, 1-byte elements with a last "
         "dimension of 576 -> fp8_e4m3, of 656 -> fp8_ds_mla. Raises TypeError for another dtype, ValueError for "
         "another 1-byte row width.");
+  m.def("has_dlpack_exchange_api", &has_framework_stream, "tensor_type"_a,
+        "Whether tensors of exactly this type are viewed through DLPack's C exchange API (PyTorch 2.10 and newer: "
+        "no __dlpack__ call per tensor), which also reports the framework's current CUDA stream: the GPU entry "
+        "points then take stream=None to mean that stream.");
+  m.def("current_stream", &current_stream, "tensor"_a.none(),
+        "The current CUDA stream (cudaStream_t as int) of a CUDA tensor's framework on the tensor's device, as the "
+        "framework reports it through DLPack's C exchange API; None where it reports none (or for a CPU tensor).");
   m.def("stream_capture_id", &stream_capture_id, "stream"_a,
         "The id of the CUDA graph capture `stream` (a cudaStream_t as int) takes part in, 0 when it is not "
         "capturing.");

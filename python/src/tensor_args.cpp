@@ -12,6 +12,95 @@ namespace {
 
 using dlpack_code = nb::dlpack::dtype_code;
 
+// ---- DLPack's C exchange API ---------------------------------------------------------------------
+// A framework that implements it (PyTorch 2.10 and newer) sets a PyCapsule named "dlpack_exchange_api"
+// as `__dlpack_c_exchange_api__` on its tensor type. Through its function table a tensor is viewed
+// without calling the Python-level __dlpack__ (which builds a capsule and, for CUDA tensors, queries
+// and compares streams: about two microseconds per tensor), and the framework's current stream is
+// read without Python. Layouts as in dlpack.h (1.3); only major version 1 is used.
+struct ExDevice { int32_t device_type; int32_t device_id; };
+struct ExDType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct ExTensor {
+  void* data;
+  ExDevice device;
+  int32_t ndim;
+  ExDType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct ExVersion { uint32_t major; uint32_t minor; };
+struct ExHeader { ExVersion version; ExHeader* prev_api; };
+struct ExchangeAPI {
+  ExHeader header;
+  void* managed_tensor_allocator;
+  void* managed_tensor_from_py_object_no_sync;
+  void* managed_tensor_to_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void* py_object, ExTensor* out);
+  int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
+};
+constexpr int32_t kExCPU = 1, kExCUDA = 2, kExCUDAHost = 3, kExCUDAManaged = 13;
+
+// The exchange table of exactly this type (not inherited: a subclass such as a fake or functional
+// tensor may hold no real memory), or null. Cached per type; the cache keeps the types alive so
+// that an address is never reused for another type.
+const ExchangeAPI* exchange_api(PyTypeObject* type) {
+  struct Entry { PyTypeObject* type; const ExchangeAPI* api; };
+  static Entry cache[8];
+  static int used = 0;
+  for (int i = 0; i < used; ++i)
+    if (cache[i].type == type) return cache[i].api;
+  const ExchangeAPI* api = nullptr;
+  PyObject* capsule = type->tp_dict ? PyDict_GetItemString(type->tp_dict, "__dlpack_c_exchange_api__") : nullptr;
+  if (capsule != nullptr && PyCapsule_CheckExact(capsule)) {
+    auto* candidate = static_cast<const ExchangeAPI*>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+    if (candidate == nullptr) PyErr_Clear();
+    else if (candidate->header.version.major == 1 && candidate->dltensor_from_py_object_no_sync != nullptr &&
+             candidate->current_work_stream != nullptr)
+      api = candidate;
+  }
+  if (used < static_cast<int>(sizeof(cache) / sizeof(cache[0]))) {
+    Py_INCREF(reinterpret_cast<PyObject*>(type));
+    cache[used++] = {type, api};
+  }
+  return api;
+}
+
+// Views obj through its type's exchange table; false (no Python error set) when the type has none
+// or the framework cannot describe this tensor, so that the caller takes the __dlpack__ path.
+bool exchange_view(nb::handle obj, TensorView& v, DType& dtype_out, nb::dlpack::dtype& raw) {
+  const ExchangeAPI* api = exchange_api(Py_TYPE(obj.ptr()));
+  if (api == nullptr) return false;
+  ExTensor t{};
+  if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  if (t.ndim < 0 || t.ndim > kMaxTensorDims) return false;
+  switch (t.device.device_type) {
+    case kExCPU:
+    case kExCUDAHost: v.device = DeviceType::kCPU; break;
+    case kExCUDA:
+    case kExCUDAManaged: v.device = DeviceType::kCUDA; break;
+    default: return false;  // the __dlpack__ path reports it
+  }
+  raw.code = t.dtype.code;
+  raw.bits = t.dtype.bits;
+  raw.lanes = t.dtype.lanes;
+  dtype_out = dtype_from_dlpack(raw);
+  v.device_id = t.device.device_id;
+  v.data = static_cast<char*>(t.data) + t.byte_offset;
+  v.dtype = dtype_out;
+  v.ndim = t.ndim;
+  int64_t compact = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    v.shape[d] = t.shape[d];
+    v.strides[d] = t.strides != nullptr ? t.strides[d] : compact;
+    compact *= t.shape[d];
+  }
+  return true;
+}
+
 std::string type_name_of(nb::handle obj) {
   return nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))).attr("__name__")));
 }
@@ -29,6 +118,19 @@ constexpr UnnamedType kUnnamedTypes[] = {
     {"bfloat16", DType::kBFloat16, "uint16", "int16"},
     {"float8_e4m3fn", DType::kFloat8E4M3, "uint8", "uint8"},
 };
+
+// The element type and rank every import must have; view.ndim is set, the rest may not be yet.
+void check_imported(const TensorView& view, DType dtype, nb::dlpack::dtype raw, const char* name) {
+  if (dtype == DType::kUndefined)
+    throw nb::type_error((std::string(name) +
+                          ": expected dtype float32, float64, bfloat16, float16, float8_e4m3fn, uint8, int32 or "
+                          "int64, got " + dlpack_dtype_name(raw))
+                             .c_str());
+  if (view.ndim == 0 || view.ndim > kMaxTensorDims)
+    throw nb::value_error((std::string(name) + ": expected a tensor with 1 to " + std::to_string(kMaxTensorDims) +
+                           " dimensions, got " + std::to_string(view.ndim))
+                              .c_str());
+}
 
 // Imports obj (a DLPack producer, a buffer, or a Reinterpreted); returns false if it is no tensor.
 template <typename Array>
@@ -63,6 +165,14 @@ bool import_array(nb::handle obj, Array& array, DType& dtype_override) {
 template <typename Array>
 Imported<Array> import_tensor(nb::handle obj, const char* name) {
   Imported<Array> result;
+  {
+    DType dtype = DType::kUndefined;
+    nb::dlpack::dtype raw;
+    if (exchange_view(obj, result.view, dtype, raw)) {
+      check_imported(result.view, dtype, raw, name);
+      return result;
+    }
+  }
   DType override_dtype = DType::kUndefined;
   if (!import_array(obj, result.array, override_dtype)) {
     if constexpr (!std::is_same_v<Array, nb::ndarray<nb::ro>>) {
@@ -88,17 +198,10 @@ Imported<Array> import_tensor(nb::handle obj, const char* name) {
                                .c_str());
     dtype = override_dtype;
   }
-  if (dtype == DType::kUndefined)
-    throw nb::type_error((std::string(name) +
-                          ": expected dtype float32, float64, bfloat16, float16, float8_e4m3fn, uint8, int32 or "
-                          "int64, got " + dlpack_dtype_name(dt))
-                             .c_str());
-  if (a.ndim() == 0 || a.ndim() > static_cast<size_t>(kMaxTensorDims))
-    throw nb::value_error((std::string(name) + ": expected a tensor with 1 to " + std::to_string(kMaxTensorDims) +
-                           " dimensions, got " + std::to_string(a.ndim()))
-                              .c_str());
-
   TensorView& v = result.view;
+  v.ndim = static_cast<int>(a.ndim());
+  check_imported(v, dtype, dt, name);
+
   switch (a.device_type()) {
     case nb::device::cpu::value:
     case nb::device::cuda_host::value:  // pinned host memory: a CPU tensor to the host code
@@ -116,7 +219,6 @@ Imported<Array> import_tensor(nb::handle obj, const char* name) {
   v.device_id = a.device_id();
   v.data = const_cast<void*>(static_cast<const void*>(a.data()));
   v.dtype = dtype;
-  v.ndim = static_cast<int>(a.ndim());
   for (int d = 0; d < v.ndim; ++d) {
     v.shape[d] = static_cast<int64_t>(a.shape(d));
     v.strides[d] = a.stride(d);  // elements, as DLPack (nanobind fills compact strides if absent)
@@ -173,6 +275,22 @@ Input optional_input(nb::handle obj, const char* name) {
 }
 Output optional_output(nb::handle obj, const char* name) {
   return obj.is_none() ? Output{} : output_tensor(obj, name);
+}
+
+bool framework_stream(nb::handle obj, int device_id, std::uintptr_t* stream) {
+  const ExchangeAPI* api = exchange_api(Py_TYPE(obj.ptr()));
+  if (api == nullptr) return false;
+  void* s = nullptr;
+  if (api->current_work_stream(kExCUDA, device_id, &s) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  *stream = reinterpret_cast<std::uintptr_t>(s);
+  return true;
+}
+
+bool has_framework_stream(nb::handle type) {
+  return PyType_Check(type.ptr()) && exchange_api(reinterpret_cast<PyTypeObject*>(type.ptr())) != nullptr;
 }
 
 void require_cuda(const TensorView& view, nb::handle obj, const char* name, const char* hint) {

@@ -3,7 +3,11 @@
 // argument: TypeError for "not a tensor" or an element type OpenMLA has no name for, ValueError for
 // a device or rank it cannot take. Dtype/shape/stride checks against an operation stay in the C++
 // validators (one place for every entry point).
+// A tensor whose type offers DLPack's C exchange API (PyTorch 2.10+) is viewed through it, without
+// the Python-level __dlpack__ call; everything else goes through __dlpack__ or the buffer protocol.
 #pragma once
+
+#include <cstdint>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -43,6 +47,13 @@ Output optional_output(nb::handle obj, const char* name);
 // DLPack type ("int16", "float8_e5m2", "complex64") for messages.
 DType dtype_from_dlpack(nb::dlpack::dtype t) noexcept;
 std::string dlpack_dtype_name(nb::dlpack::dtype t);
+
+// The current CUDA stream of the framework `obj` belongs to, on device_id, as the framework reports it
+// through DLPack's C exchange API (PyTorch: torch.cuda.current_stream(device_id)). False when obj's
+// type offers no such API.
+bool framework_stream(nb::handle obj, int device_id, std::uintptr_t* stream);
+// Whether tensors of this Python type report their stream that way (and are viewed without __dlpack__).
+bool has_framework_stream(nb::handle type);
 
 // Bytes of a contiguous tensor used as raw memory (a workspace); raises ValueError otherwise.
 size_t contiguous_bytes(const TensorView& view, const char* name);

@@ -73,6 +73,16 @@ def infer_kv_format(kv_cache: object | None) -> KVFormat:
     The KVFormat a cache tensor implies: bfloat16 -> bf16, float16 -> fp16, 1-byte elements with a last dimension of 576 -> fp8_e4m3, of 656 -> fp8_ds_mla. Raises TypeError for another dtype, ValueError for another 1-byte row width.
     """
 
+def has_dlpack_exchange_api(tensor_type: object) -> bool:
+    """
+    Whether tensors of exactly this type are viewed through DLPack's C exchange API (PyTorch 2.10 and newer: no __dlpack__ call per tensor), which also reports the framework's current CUDA stream: the GPU entry points then take stream=None to mean that stream.
+    """
+
+def current_stream(tensor: object | None) -> int | None:
+    """
+    The current CUDA stream (cudaStream_t as int) of a CUDA tensor's framework on the tensor's device, as the framework reports it through DLPack's C exchange API; None where it reports none (or for a CPU tensor).
+    """
+
 def stream_capture_id(stream: int) -> int:
     """
     The id of the CUDA graph capture `stream` (a cudaStream_t as int) takes part in, 0 when it is not capturing.
@@ -259,14 +269,14 @@ class DecodePlan:
     def workspace_bytes(self) -> int:
         """Bytes of workspace plan() and run() need."""
 
-    def plan(self, cache_seqlens: object | None, workspace: object | None, stream: int = 0) -> None:
+    def plan(self, cache_seqlens: object | None, workspace: object | None, stream: int | None = 0) -> None:
         """
-        Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small kernel on `stream` (a cudaStream_t as int), no host synchronisation. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
+        Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small kernel on `stream` (a cudaStream_t as int; None: the current stream of cache_seqlens' framework where it reports one through DLPack's C exchange API, as PyTorch does, else the legacy default stream), no host synchronisation. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
         """
 
-    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int = 0, kv_scale: float = 1.0) -> None:
+    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0) -> None:
         """
-        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache. All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths or page ids in device memory give NaN rows and set the device error word.
+        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for plan() (None: q's framework's current stream). All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths or page ids in device memory give NaN rows and set the device error word.
         """
 
     @staticmethod
@@ -281,9 +291,9 @@ class DecodePlan:
         Reads the sticky device error word of a plan's workspace as an int of DEVICE_ERROR_* bits (openmla.DeviceError); synchronizes `stream`.
         """
 
-def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: KVFormat, kv_scale: float = 1.0, stream: int = 0, error_workspace: object | None = None) -> None:
+def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: KVFormat, kv_scale: float = 1.0, stream: int | None = 0, error_workspace: object | None = None) -> None:
     """
-    Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.
+    Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.
     """
 
 MAX_POOL_PAGES: int = 33554432

@@ -1,0 +1,123 @@
+"""OpenMLA's GPU entry points as PyTorch custom operators (torch.ops.openmla.*).
+
+torch.compile cannot trace into a native extension: a call to it would break the graph. While
+torch.compile traces, openmla.decode, write_kv, Decoder.plan / Decoder.run and
+openmla.flash_mla.flash_mla_with_kvcache therefore call these operators instead; each has a fake
+(meta) implementation that gives the outputs' shapes without running anything, and declares the
+tensors it writes (out, lse, the cache, the workspace), so that the compiled graph keeps the calls in
+order and CUDA graphs (torch.compile's "reduce-overhead" mode, torch.cuda.graph) capture them.
+Eager calls do not go through the dispatcher: the operators add host time that a direct call
+does not need.
+
+    torch.ops.openmla.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal,
+                             kv_format, kv_scale, backend, num_parts) -> (out, lse)
+    torch.ops.openmla.decode_out(..., out, lse)                 # writes out and lse
+    torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace)
+    torch.ops.openmla.decoder_plan(decoder_id, cache_seqlens, workspace)
+    torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
+                                  softmax_scale, out, lse, workspace, kv_scale)
+    torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
+                                             softmax_scale, causal, is_fp8_kvcache) -> (out, lse)
+
+kv_format and backend travel by name (None: inferred from the cache). decoder_id names an
+openmla.Decoder (its _id). Registered once, when OpenMLA first sees torch imported; a torch
+without torch.library.custom_op (older than 2.4) gets none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+
+from . import api, flash_mla
+
+_registered = False
+
+HEAD_DIM_V = 512
+
+
+def register() -> None:
+    """Defines the operators (once per process)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    custom_op: Optional[Callable[..., Any]] = getattr(getattr(torch, "library", None), "custom_op", None)
+    if custom_op is None:
+        return
+
+    @custom_op("openmla::decode", mutates_args=())
+    def decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
+               softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
+               num_parts: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        return api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
+                          kv_scale=kv_scale, backend=backend, num_parts=num_parts)
+
+    @decode.register_fake
+    def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts):
+        b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+        return q.new_empty((b, s_q, h_q, HEAD_DIM_V)), q.new_empty((b, s_q, h_q), dtype=torch.float32)
+
+    @custom_op("openmla::decode_out", mutates_args=("out", "lse"))
+    def decode_out(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
+                   softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
+                   num_parts: int, out: torch.Tensor, lse: torch.Tensor) -> None:
+        api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
+                   kv_scale=kv_scale, out=out, lse=lse, backend=backend, num_parts=num_parts)
+
+    @decode_out.register_fake
+    def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts,
+          out, lse):
+        return None
+
+    @custom_op("openmla::write_kv", mutates_args=("kv_cache", "workspace"))
+    def write_kv(kv_latent: torch.Tensor, k_rope: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor,
+                 kv_format: Optional[str], kv_scale: float, workspace: Optional[torch.Tensor]) -> None:
+        api.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format=kv_format, kv_scale=kv_scale, workspace=workspace)
+
+    @write_kv.register_fake
+    def _(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace):
+        return None
+
+    @custom_op("openmla::decoder_plan", mutates_args=("workspace",))
+    def decoder_plan(decoder_id: int, cache_seqlens: torch.Tensor, workspace: torch.Tensor) -> None:
+        _decoder(decoder_id).plan(cache_seqlens)
+
+    @decoder_plan.register_fake
+    def _(decoder_id, cache_seqlens, workspace):
+        return None
+
+    @custom_op("openmla::decoder_run", mutates_args=("out", "lse", "workspace"))
+    def decoder_run(decoder_id: int, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                    cache_seqlens: torch.Tensor, softmax_scale: float, out: torch.Tensor, lse: torch.Tensor,
+                    workspace: torch.Tensor, kv_scale: float) -> None:
+        _decoder(decoder_id).run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out=out, lse=lse,
+                                 kv_scale=kv_scale)
+
+    @decoder_run.register_fake
+    def _(decoder_id, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, kv_scale):
+        return None
+
+    @custom_op("openmla::flash_mla_with_kvcache", mutates_args=())
+    def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor,
+                               cache_seqlens: torch.Tensor, head_dim_v: int, softmax_scale: Optional[float],
+                               causal: bool, is_fp8_kvcache: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        # A new scheduler object per call: the schedule is written on every call (an operator
+        # cannot see where a step starts).
+        meta, _ = flash_mla.get_mla_metadata()
+        return flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, None,
+                                                softmax_scale=softmax_scale, causal=causal,
+                                                is_fp8_kvcache=is_fp8_kvcache)
+
+    @flash_mla_with_kvcache.register_fake
+    def _(q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, is_fp8_kvcache):
+        b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+        return q.new_empty((b, s_q, h_q, HEAD_DIM_V)), q.new_empty((b, h_q, s_q), dtype=torch.float32)
+
+
+def _decoder(decoder_id: int) -> Any:
+    decoder = api.decoders.get(decoder_id)
+    if decoder is None:
+        raise ValueError(f"decoder_id: no live openmla.Decoder has id {decoder_id}")
+    return decoder
