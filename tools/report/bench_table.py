@@ -1,57 +1,85 @@
 #!/usr/bin/env python3
-"""Markdown table of an openmla-bench JSON file, joined with an anchors CSV (FlashMLA and SGLang's
-Triton kernel timed on the same shapes and GPU) when one is given.
+"""Markdown summary of openmla-bench JSON files: where each ran (GPU, commit, date, command) and one table per file.
 
-usage: bench_table.py RESULTS.json [--anchors ANCHORS.csv]
+Rows carry the same-process peer's time and ratio when the run had `--peer flashmla`, else the anchor columns when
+it had `--anchors`. With a peer, a summary of the ratios follows the table: all shapes, compute-bound ones (b >= 16,
+s_q * h_q >= 128) and memory-bound ones (the rest of b >= 16), and b < 16.
+
+usage: bench_table.py RESULTS.json [RESULTS.json ...] [--driver TEXT]
 """
 import argparse
-import csv
 import json
-import os
+import statistics
 
 
-def load_anchors(path):
-    anchors = {}
-    if not path or not os.path.exists(path):
-        return anchors
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            varlen = row["varlen"] == "1"
-            s_k = float(row["s_k"])
-            # Varlen anchors give the realized mean length; file them under the grid's mean (4096 or
-            # 16384). Their draws differ from ours, so compare those rows by GB/s rather than time.
-            s_k = int(round(s_k / 4096) * 4096) if varlen else int(s_k)
-            key = (row["kernel"], int(row["b"]), int(row["s_q"]), int(row["h_q"]), s_k, varlen)
-            anchors[key] = float(row["time_us"])
-    return anchors
+def shape_cell(r):
+    return f"~{r['s_k']} ({r['mean_seqlen']:.0f})" if r["varlen"] else str(r["s_k"])
+
+
+def ratio_summary(rows):
+    def line(name, values):
+        if not values:
+            return None
+        return (f"| {name} | {len(values)} | {min(values):.3f} | {statistics.median(values):.3f} | "
+                f"{max(values):.3f} | {sum(v >= 1.0 for v in values)} |")
+
+    peer = [r for r in rows if r.get("ratio_vs_flashmla")]
+    groups = [
+        ("all shapes", [r["ratio_vs_flashmla"] for r in peer]),
+        ("b ≥ 16, s_q·h_q ≥ 128 (compute-bound)",
+         [r["ratio_vs_flashmla"] for r in peer if r["b"] >= 16 and r["s_q"] * r["h_q"] >= 128]),
+        ("b ≥ 16, s_q·h_q < 128 (memory-bound)",
+         [r["ratio_vs_flashmla"] for r in peer if r["b"] >= 16 and r["s_q"] * r["h_q"] < 128]),
+        ("b < 16", [r["ratio_vs_flashmla"] for r in peer if r["b"] < 16]),
+    ]
+    out = ["| shapes | n | min | median | max | OpenMLA faster |", "|---|---:|---:|---:|---:|---:|"]
+    out += [x for x in (line(n, v) for n, v in groups) if x]
+    return out if len(out) > 2 else []
+
+
+def table(data):
+    rows = [r for r in data["results"] if r.get("status") == "ok"]
+    peer = data.get("method", {}).get("peer")
+    head = ["format", "backend", "b", "s_q", "h_q", "s_k", "µs", "GB/s", "TFLOP/s", "rel err"]
+    if peer:
+        head += ["FlashMLA µs", "FlashMLA / OpenMLA"]
+    elif any(r.get("anchor_us") for r in rows):
+        head += ["anchor µs", "anchor / OpenMLA"]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
+    for r in rows:
+        cells = [r["format"], r["backend"], r["b"], r["s_q"], r["h_q"], shape_cell(r), f"{r['time_us']:.1f}",
+                 f"{r['gbps']:.0f}", f"{r['tflops']:.1f}",
+                 f"{r['max_rel_err']:.1e}" if r.get("max_rel_err") is not None else "-"]
+        if peer:
+            fm = r.get("flashmla_us")
+            cells += [f"{fm:.1f}" if fm else "-", f"{r['ratio_vs_flashmla']:.3f}" if r.get("ratio_vs_flashmla") else "-"]
+        elif len(head) > 10:
+            a = r.get("anchor_us")
+            cells += [f"{a:.1f}" if a else "-", f"{r['speedup']:.3f}" if r.get("speedup") else "-"]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    summary = ratio_summary(rows) if peer else []
+    return out, summary
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
-    ap.add_argument("--anchors", default=None, help="reference times CSV (kernel,b,s_q,h_q,s_k,varlen,time_us)")
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--driver", default="", help="driver version to print (the JSON does not hold it)")
     args = ap.parse_args()
-    data = json.load(open(args.results))
-    anchors = load_anchors(args.anchors)
-    print("FlashMLA: dense bf16 kernel (sparse FP8 kernel with every token selected for fp8_ds_mla rows); "
-          "Triton: SGLang's bf16 Triton MLA decode.\n")
-    print("| format | b | s_q | h_q | s_k | µs | GB/s | TFLOP/s | rel err | FlashMLA µs | vs FlashMLA | Triton µs | vs Triton |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in data["results"]:
-        if r.get("status") != "ok":
-            continue
-        sk = f"~{r['s_k']} ({r['mean_seqlen']:.0f})" if r["varlen"] else str(r["s_k"])
-        key = (r["b"], r["s_q"], r["h_q"], r["s_k"], bool(r["varlen"]))
-        # FlashMLA's FP8 decoding exists only as its sparse kernel (every token selected, the same 656-byte
-        # layout): ds_mla rows compare with that; every other format with its dense bf16 kernel.
-        flashmla = "flashmla_fp8_sparse_all" if r["format"] == "fp8_ds_mla" else "flashmla_bf16"
-        fm = anchors.get((flashmla,) + key)
-        tr = anchors.get(("triton_sglang_bf16",) + key)
-        cells = [r["format"], r["b"], r["s_q"], r["h_q"], sk, f"{r['time_us']:.1f}", f"{r['gbps']:.0f}",
-                 f"{r['tflops']:.1f}", f"{r['max_rel_err']:.2e}" if r.get("max_rel_err") is not None else "-",
-                 f"{fm:.1f}" if fm else "-", f"{fm / r['time_us']:.2f}x" if fm else "-",
-                 f"{tr:.1f}" if tr else "-", f"{tr / r['time_us']:.2f}x" if tr else "-"]
-        print("| " + " | ".join(str(c) for c in cells) + " |")
+    for path in args.results:
+        data = json.load(open(path))
+        dev = data["device"]
+        print(f"### `{path.rsplit('/', 1)[-1]}`\n")
+        print(f"- GPU: {dev['name']} ({dev['num_sms']} SMs, {dev['memory_gb']:.0f} GB)"
+              + (f", driver {args.driver}" if args.driver else ""))
+        print(f"- openmla {data['version']} at commit `{data['commit']}`, {data['date']}")
+        print(f"- command: `{data['command']}`")
+        print(f"- device copy ceiling: {data['ceilings']['device_copy_gbps_read_plus_write']:.0f} GB/s (read + write)\n")
+        rows, summary = table(data)
+        if summary:
+            print("FlashMLA / OpenMLA time ratios (above 1: OpenMLA faster):\n")
+            print("\n".join(summary) + "\n")
+        print("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
