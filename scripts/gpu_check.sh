@@ -13,7 +13,8 @@
 #   OPENMLA_PYTHON        the interpreter for the extension and pytest (default .venv/bin/python when present,
 #                         else python3 on PATH, the system's); 0 skips the Python extension and tests
 #   BACKENDS              backends the GPU suite runs under (default "sm90 portable"); TEST_FILTER narrows it
-#   SANITIZE=0            skips compute-sanitizer; SANITIZE_BACKEND (default sm90), SANITIZE_FILTER (a gtest filter)
+#   SANITIZE=0            skips compute-sanitizer; SANITIZE_BACKENDS (default "sm90 portable"), SANITIZE_FILTER
+#   FLASHMLA_DIR          a FlashMLA checkout (bench/peers/get_flashmla.sh): the grid times FlashMLA in the same process
 #   BENCH_FILTER, BENCH_ARGS  more openmla-bench arguments; FP8_BACKENDS (default "auto portable") for the FP8 grid
 #   TEST_TIMEOUT, SANITIZE_TIMEOUT, BENCH_TIMEOUT  seconds per step (a hung kernel must not cost the rest)
 set -uo pipefail
@@ -49,6 +50,7 @@ else
   gtest_dir="${GTEST_SOURCE_DIR:-}"
   [ -z "$gtest_dir" ] && [ -d .carry/googletest ] && gtest_dir="$root/.carry/googletest"
   [ -n "$gtest_dir" ] && cmake_args+=(-DOPENMLA_GTEST_SOURCE_DIR="$gtest_dir")
+  [ -n "${FLASHMLA_DIR:-}" ] && cmake_args+=(-DOPENMLA_BENCH_FLASHMLA_DIR="$FLASHMLA_DIR")
   if [ -f python/CMakeLists.txt ] && has_python_module nanobind; then
     cmake_args+=(-DOPENMLA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python")
   else
@@ -107,7 +109,7 @@ bench() {  # NAME ARGS...: one openmla-bench run, JSON and text under NAME
   note "bench $name: rc=$rc"
 }
 if [ "$grid" != none ]; then
-  bench "bench_$grid" --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"}
+  bench "bench_$grid" --grid "$grid" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} ${FLASHMLA_DIR:+--peer flashmla}
   # Every cache format on the FP8 grid, per backend; then FP8 math (sm90, opt-in) on the e4m3 cache.
   for backend in ${FP8_BACKENDS:-auto portable}; do
     bench "bench_fp8_$backend" --grid fp8 --format bf16,fp8_e4m3,fp8_ds_mla --backend "$backend"
@@ -116,24 +118,33 @@ if [ "$grid" != none ]; then
 fi
 
 # ---- compute-sanitizer (last: slow, and a time limit must not cost the benchmark) -------------------------
+# The subsets of docs/sanitizers.md: each kernel variant once (wide alternating and seesaw, narrow 16/32 rows on
+# every cache, FP8 math, every portable tile), the split planner and combine, write_kv; small shapes.
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  # A subset that covers each kernel (wide, narrow 16/32 rows, FP8 math, portable), the split/combine
-  # path, the device guards and write_kv, small enough for the tools' slowdown.
   edge=AllSupported/DecodeShapes.EdgeLengthsMatchReference
   fp8=Fp8Formats/DecodeFp8.EdgeLengthsMatchReference
-  common="Decode.DeviceGuardsPoisonOnlyBadRequests:Decode.ScheduleIndependentOfPartCount:$edge/sq2_hq16_causal_bf16:$edge/sq4_hq128_causal_bf16:$fp8/dsmla_sq4_hq16_bf16:$fp8/e4m3_sq1_hq128_bf16:$fp8/e4m3_sq1_hq16_fp16:$fp8/e4m3_sq2_hq8_bf16:$fp8/dsmla_sq1_hq16_bf16:$fp8/dsmla_sq2_hq128_fp16"
-  backend="${SANITIZE_BACKEND:-sm90}"
-  if [ "$backend" = sm90 ]; then
-    subset="$common:$edge/sq2_hq128_causal_fp16:$edge/sq1_hq16_causal_bf16:$edge/sq2_hq8_causal_bf16:$edge/sq16_hq16_causal_fp16:$fp8/e4m3_sq2_hq16_fp16:$fp8/dsmla_sq2_hq8_bf16:Decode.Sm90ScheduleForced:Decode.Sm90Narrow32RowsForced:Decode.Fp8LargeBatchSplitAndGuards:Decode.Fp8MathIndependentOfPartCount:Decode.Fp8MathLargeBatchSplitAndGuards:Decode.Fp8MathQueryScalesAndPeakyRows"
-  else
-    subset="$common:WriteKV.PaddedPagesAlignedRows"
-  fi
-  for tool in memcheck racecheck synccheck; do
-    log="$out/sanitizer_$tool.log"
-    OPENMLA_BACKEND=$backend timeout "${SANITIZE_TIMEOUT:-180}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$tests" --gtest_filter="${SANITIZE_FILTER:-$subset}" --gtest_brief=1 >"$log" 2>&1
-    note "compute-sanitizer $tool ($backend): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+  sm90_subset="Decode.Sm90SchedulesWithoutCausalMask:Decode.DsMla16RowsLargeBatchEdgeLengths:Decode.Fp8MathOnPaddedPages:$edge/sq4_hq16_causal_bf16:$edge/sq2_hq128_causal_fp16:$fp8/e4m3_sq1_hq16_fp16:WriteKV.PaddedPagesAlignedRows:WriteKV.Fp8PerTensorScales:Plan.SmallBatchesAndMinimumPartSize"
+  portable_subset="Decode.EveryPortableTileMatchesReference:$fp8/dsmla_sq4_hq16_bf16:WriteKV.PaddedPagesAlignedRows"
+  for backend in ${SANITIZE_BACKENDS:-sm90 portable}; do
+    subset="$sm90_subset"; [ "$backend" = portable ] && subset="$portable_subset"
+    for tool in memcheck racecheck synccheck; do
+      log="$out/sanitizer_${tool}_$backend.log"
+      # Every report printed (the default stops at 100), so that racecheck_known.py sees them all.
+      OPENMLA_BACKEND=$backend timeout "${SANITIZE_TIMEOUT:-180}" compute-sanitizer --tool "$tool" --print-limit 100000 \
+        --error-exitcode 9 "$tests" --gtest_filter="${SANITIZE_FILTER:-$subset}" --gtest_brief=1 >"$log" 2>&1
+      note "compute-sanitizer $tool ($backend): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    done
+    # The one report class racecheck gives on the 32-row narrow kernel (docs/sanitizers.md) told apart from
+    # anything else: the script fails on any other report.
+    if grep -q "Race reported between" "$out/sanitizer_racecheck_$backend.log"; then
+      note "racecheck ($backend): $(python3 scripts/racecheck_known.py "$out/sanitizer_racecheck_$backend.log" . | tail -1)"
+    fi
   done
+  # The handoff reproducer (tests/sanitizer): racecheck's behaviour on the two handoff forms.
+  if [ -x "$bin/tests/openmla_racecheck_handoffs" ]; then
+    sh tests/sanitizer/racecheck_handoffs.sh "$bin/tests/openmla_racecheck_handoffs" >"$out/racecheck_handoffs.log" 2>&1
+    note "racecheck handoff reproducer: rc=$? $(tail -1 "$out/racecheck_handoffs.log")"
+  fi
 elif [ "${SANITIZE:-1}" = 1 ]; then
   note "compute-sanitizer: not found, skipped"
 fi
