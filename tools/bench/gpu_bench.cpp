@@ -1,5 +1,7 @@
 #include "gpu_bench.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -305,8 +307,29 @@ GpuBench::~GpuBench() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+// The display driver's version ("580.159.04") from NVML, opened at run time so that the tool links no NVML; without
+// it, the CUDA driver API version the driver reports ("CUDA 13.0").
+static std::string driver_version() {
+  if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    using InitFn = int (*)();
+    using VersionFn = int (*)(char*, unsigned);
+    auto init = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlInit_v2"));
+    auto version = reinterpret_cast<VersionFn>(dlsym(nvml, "nvmlSystemGetDriverVersion"));
+    auto shutdown = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlShutdown"));
+    char text[96] = {};
+    const bool ok = init != nullptr && version != nullptr && init() == 0 && version(text, sizeof(text)) == 0;
+    if (init != nullptr && shutdown != nullptr && ok) shutdown();
+    dlclose(nvml);
+    if (ok && text[0] != '\0') return text;
+  }
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) return "unknown";
+  return "CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
 void GpuBench::describe_device(RunInfo& info) const {
   info.device_name = prop_.name;
+  info.driver = driver_version();
   info.compute_major = prop_.major;
   info.compute_minor = prop_.minor;
   info.num_sms = prop_.multiProcessorCount;

@@ -62,8 +62,8 @@ std::string describe(const BenchResult& r) {
 void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results) {
   std::fprintf(out, "\nopenmla-bench %s  commit %s  %s\n", info.tool_version.c_str(), info.commit.c_str(),
                info.date.c_str());
-  std::fprintf(out, "device: %s (sm_%d%d, %d SMs, %.0f GB)\n", info.device_name.c_str(), info.compute_major,
-               info.compute_minor, info.num_sms, info.device_memory_gb);
+  std::fprintf(out, "device: %s (sm_%d%d, %d SMs, %.0f GB), driver %s\n", info.device_name.c_str(), info.compute_major,
+               info.compute_minor, info.num_sms, info.device_memory_gb, info.driver.c_str());
   if (info.ceilings.copy_gbps > 0) {
     std::fprintf(out,
                  "measured ceiling: device-to-device copy %.0f GB/s (read + write bytes counted; a pure read "
@@ -134,7 +134,8 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
   js << "  \"command\": " << json_string(info.command_line) << ",\n";
   js << "  \"device\": {\"name\": " << json_string(info.device_name) << ", \"compute_capability\": \""
      << info.compute_major << "." << info.compute_minor << "\", \"num_sms\": " << info.num_sms
-     << ", \"memory_gb\": " << json_number(info.device_memory_gb) << "},\n";
+     << ", \"memory_gb\": " << json_number(info.device_memory_gb) << ", \"driver\": " << json_string(info.driver)
+     << "},\n";
   js << "  \"method\": {\"grid\": " << json_string(info.grid) << ", \"formats\": " << json_string(info.formats)
      << ", \"backend_requested\": " << json_string(info.backend_requested)
      << ", \"fp8_math\": " << json_string(info.fp8_math) << ", \"fp8_query\": " << json_string(info.fp8_query)

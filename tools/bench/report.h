@@ -62,6 +62,7 @@ struct Ceilings {
 struct RunInfo {
   std::string tool_version, commit, date, command_line;
   std::string device_name;
+  std::string driver;  // the display driver's version (NVML), else the CUDA driver API version
   int compute_major = 0, compute_minor = 0, num_sms = 0;
   double device_memory_gb = 0.0;
   std::string grid, formats, backend_requested, anchors_file;

@@ -64,14 +64,15 @@ def table(data):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
-    ap.add_argument("--driver", default="", help="driver version to print (the JSON does not hold it)")
+    ap.add_argument("--driver", default="", help="driver version to print when the JSON does not hold it")
     args = ap.parse_args()
     for path in args.results:
         data = json.load(open(path))
         dev = data["device"]
         print(f"### `{path.rsplit('/', 1)[-1]}`\n")
+        driver = args.driver or dev.get("driver", "")
         print(f"- GPU: {dev['name']} ({dev['num_sms']} SMs, {dev['memory_gb']:.0f} GB)"
-              + (f", driver {args.driver}" if args.driver else ""))
+              + (f", driver {driver}" if driver else ""))
         print(f"- openmla {data['version']} at commit `{data['commit']}`, {data['date']}")
         print(f"- command: `{data['command']}`")
         print(f"- device copy ceiling: {data['ceilings']['device_copy_gbps_read_plus_write']:.0f} GB/s (read + write)\n")
