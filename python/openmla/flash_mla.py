@@ -36,6 +36,24 @@ get_mla_metadata calls), the cache_seqlens tensor or the CUDA-graph capture chan
 after the first only runs the attention kernel. Inside torch.cuda.graph capture the planning kernel
 is recorded into each captured graph, so a replay re-plans from the lengths in cache_seqlens.
 
+Keywords of the FlashMLA builds engines ship: get_mla_metadata takes num_heads_per_head_k (the
+first releases' name for num_q_tokens_per_head_k), num_heads_q, is_fp8_kvcache and topk;
+flash_mla_with_kvcache takes descale_q / descale_k, the per-tensor FP8 descales of the builds
+vendored by sgl_kernel and vLLM. With a bfloat16/float16 query those builds never read the
+descales, and neither does this module: they are accepted (both or neither, as those builds
+require) and ignored, their values never read on the host. They are keyword-only here, because
+FlashMLA's own order puts is_fp8_kvcache ninth; openmla.integrations has adapters with the vendored
+order.
+
+Device errors: a bad length or page id in device memory gives the affected request NaN rows and
+sets a bit in the device error word of the workspace the call used (see openmla.DeviceError).
+``device_errors()`` reads and clears the words of every workspace this module owns (it
+synchronizes the device, so engines call it where a sync costs nothing, e.g. between steps or in
+a health check). ``set_check(True)`` (or OPENMLA_FLASH_MLA_CHECK=1 in the environment) reads the
+word after every call and raises FlashMLADeviceError when a bit is set: a synchronization per
+call, for debugging. Calls captured into a CUDA graph are not checked while capturing; after a
+replay, device_errors() reports what the replay's guards found.
+
 Differences from FlashMLA:
 
 * lse of a request with cache_seqlens == 0 (no keys): FlashMLA returns +inf, OpenMLA returns -inf,
@@ -44,7 +62,13 @@ Differences from FlashMLA:
   returns FlashMLA's value exactly, at the cost of one extra elementwise kernel per call.
 * is_fp8_kvcache=True means FlashMLA's 656-byte layout (512 e4m3 | 4 float32 tile scales | 64 bf16
   rope; k_cache uint8 or float8_e4m3fn with last dimension 656). OpenMLA's per-tensor fp8_e4m3
-  cache (576 bytes) is reached through openmla.decode(kv_format="fp8_e4m3", kv_scale=...).
+  cache (576 bytes) is reached through openmla.decode(kv_format="fp8_e4m3", kv_scale=...), whose
+  scale is a host float.
+* Per-tensor FP8 through FlashMLA's interface raises NotImplementedError: an FP8 query (the
+  e4m3 query with descale_q / descale_k that SGLang passes for an fp8_e4m3 cache), a 576-byte
+  one-byte k_cache, and vLLM's FlashMLA-build functions get_mla_metadata_dense_fp8,
+  flash_mla_with_kvcache_fp8 and flash_mla_with_kvcache_fp8_q16. They need kernels that take FP8
+  queries and read the descales from device memory (so that CUDA graphs capture them).
 * Sparse attention (indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
   extra_topk_length, get_mla_metadata(topk=...)) raises NotImplementedError.
 * h_kv must be 1 and the page size 64; h_q must be one of 8, 16, 32, 64, 128 and s_q <= 16.
@@ -59,9 +83,21 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import _C
 from ._C import DecodePlan, DecodeShape, DType, KVFormat
-from ._frameworks import compiling, torch_or_none
+from ._errors import DeviceError
+from ._frameworks import compiling, resolve_stream, torch_or_none
 
-__all__ = ["FlashMLASchedMeta", "flash_mla_with_kvcache", "get_mla_metadata", "set_empty_lse"]
+__all__ = [
+    "FlashMLADeviceError",
+    "FlashMLASchedMeta",
+    "device_errors",
+    "flash_mla_with_kvcache",
+    "flash_mla_with_kvcache_fp8",
+    "flash_mla_with_kvcache_fp8_q16",
+    "get_mla_metadata",
+    "get_mla_metadata_dense_fp8",
+    "set_check",
+    "set_empty_lse",
+]
 
 _HEAD_DIM_V = _C.HEAD_DIM_V
 _TILE_SCHEDULER_METADATA_SIZE = 8  # FlashMLA's int32 words per SM part; only the shape matters here
@@ -97,6 +133,78 @@ class FlashMLASchedMeta:
 _generation = 0  # older-style get_mla_metadata calls so far: each one may carry new lengths
 _empty_lse_flashmla = os.environ.get("OPENMLA_FLASH_MLA_EMPTY_LSE", "-inf").strip() == "+inf"
 _num_sms: Dict[int, int] = {}
+_check_calls = os.environ.get("OPENMLA_FLASH_MLA_CHECK", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+class FlashMLADeviceError(RuntimeError):
+    """Raised in check mode (set_check(True)) after a call whose kernels set a device error bit:
+    a length or page id in device memory was bad, and the affected requests' rows are NaN.
+    ``errors`` holds the bits (openmla.DeviceError); the word is cleared before the raise."""
+
+    def __init__(self, errors: DeviceError) -> None:
+        self.errors = errors
+        super().__init__(f"openmla.flash_mla: device guard fired: {_C.describe_device_errors(int(errors))} (the "
+                         f"affected requests' rows are NaN; see openmla.DeviceError)")
+
+    def __reduce__(self) -> Any:  # pickles (e.g. across engine processes) with its bits
+        return (type(self), (self.errors,))
+
+
+def set_check(enabled: bool) -> bool:
+    """Check mode: after every flash_mla_with_kvcache call, read its workspace's device error
+    word (a synchronization of the call's stream) and raise FlashMLADeviceError when a bit is
+    set. For debugging: it costs a host sync per call. Calls made while their stream captures a
+    CUDA graph are not checked. Process-wide; OPENMLA_FLASH_MLA_CHECK=1 in the environment sets
+    the initial value. Returns the previous setting. Raises TypeError for a non-bool."""
+    global _check_calls
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled: expected a bool, got {type(enabled).__name__}")
+    previous, _check_calls = _check_calls, enabled
+    return previous
+
+
+def device_errors(stream: Any = None) -> DeviceError:
+    """The device error bits set since the last read, OR-ed over every workspace this module owns
+    (one per device, stream and shape); the words are cleared. DeviceError.NONE when no guard
+    fired (and when no call has run yet).
+
+    stream: None reads every workspace; a torch.cuda.Stream or a cudaStream_t (int) reads those
+    of the calls made on that stream. Synchronizes each device involved (before the read and
+    after the clear, so that no later kernel's bit is cleared), hence engines call it where a
+    sync is free, e.g. between steps. Raises RuntimeError while the current stream captures a
+    CUDA graph, TypeError for a bad stream."""
+    wanted = None if stream is None else resolve_stream(stream)
+    by_device: Dict[int, list] = {}
+    for key, state in list(_states.items()):
+        if wanted is None or key[1] == wanted:
+            by_device.setdefault(key[0], []).append(state)
+    word = 0
+    if not by_device:
+        return DeviceError(0)
+    torch = _torch()
+    for index, states in by_device.items():
+        with torch.cuda.device(index):
+            if torch.cuda.is_current_stream_capturing():
+                raise RuntimeError("device_errors: the current stream is capturing a CUDA graph; a read "
+                                   "synchronizes, so call it outside the capture (e.g. after a replay)")
+            torch.cuda.synchronize(index)  # every stream's calls done: the legacy stream reads them
+            cleared = False
+            for state in states:
+                bits = DecodePlan.read_device_errors(state.workspace, 0)
+                if bits:
+                    DecodePlan.reset_device_errors(state.workspace, 0)
+                    word |= bits
+                    cleared = True
+            if cleared:
+                torch.cuda.synchronize(index)  # the clears land before any later kernel can set a bit
+    return DeviceError(word)
+
+
+def _check_call(state: "_PlanState", stream: int) -> None:
+    bits = DecodePlan.read_device_errors(state.workspace, stream)
+    if bits:
+        DecodePlan.reset_device_errors(state.workspace, stream)
+        raise FlashMLADeviceError(DeviceError(bits))
 
 
 def set_empty_lse(value: str) -> None:
@@ -121,6 +229,45 @@ def _require_tensor(torch: Any, value: Any, name: str) -> Any:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
     return value
+
+
+# Per-tensor FP8 through FlashMLA's interface: what is missing, named once for every entry point.
+_FP8_DTYPE_NAMES = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"})
+_PER_TENSOR_FP8_MISSING = (
+    "per-tensor FP8 KV (a 576-byte e4m3 cache, value = code * descale) is not implemented by openmla.flash_mla: "
+    "it needs decode kernels that take an FP8 query and read descale_q / descale_k from device memory (a host "
+    "read would synchronize and keep CUDA graphs from capturing them). Supported here: bfloat16/float16 caches "
+    "and FlashMLA's 656-byte fp8_ds_mla cache (is_fp8_kvcache=True); openmla.decode(kv_format='fp8_e4m3', "
+    "kv_scale=...) reads a 576-byte cache with its scale as a host float"
+)
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _is_fp8_dtype(dtype: Any) -> bool:
+    return _dtype_name(dtype) in _FP8_DTYPE_NAMES
+
+
+def _check_descales(torch: Any, descale_q: Any, descale_k: Any) -> None:
+    """descale_q / descale_k as the FlashMLA builds that take them require: both or neither, each a
+    tensor. Their values are never read here (a 16-bit query does not use them)."""
+    if (descale_q is None) != (descale_k is None):
+        given, missing = ("descale_q", "descale_k") if descale_q is not None else ("descale_k", "descale_q")
+        raise ValueError(f"{missing}: FlashMLA takes descale_q and descale_k together; got {given} alone")
+    _require_tensor(torch, descale_q, "descale_q")
+    _require_tensor(torch, descale_k, "descale_k")
+
+
+def _check_not_a_descale(is_fp8_kvcache: Any) -> None:
+    """A tensor as is_fp8_kvcache is a descale passed in the vendored order (ninth)."""
+    torch = torch_or_none()
+    if torch is not None and isinstance(is_fp8_kvcache, torch.Tensor):
+        raise TypeError("is_fp8_kvcache: expected a bool, got a tensor; descale_q and descale_k are keyword "
+                        "arguments here (FlashMLA's order puts is_fp8_kvcache ninth; sgl_kernel's and vLLM's "
+                        "vendored order, with the descales ninth and tenth, is "
+                        "openmla.integrations.flash_mla_with_kvcache_vendored_order)")
 
 
 def get_mla_metadata(
@@ -338,6 +485,8 @@ def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache
     if q.dim() != 4:
         raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(q.shape)}")
     if q.dtype not in (torch.bfloat16, torch.float16):
+        if _is_fp8_dtype(q.dtype):
+            raise NotImplementedError(f"q: an FP8 ({_dtype_name(q.dtype)}) query: {_PER_TENSOR_FP8_MISSING}")
         raise TypeError(f"q: expected dtype bfloat16 or float16, got {str(q.dtype).replace('torch.', '')}")
     if head_dim_v != _HEAD_DIM_V:
         raise ValueError(f"head_dim_v: expected {_HEAD_DIM_V}, got {head_dim_v!r}")
@@ -360,6 +509,8 @@ def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache
         kv_format = KVFormat.bf16
     elif k_cache.dtype == torch.float16:
         kv_format = KVFormat.fp16
+    elif one_byte and k_cache.shape[-1] == _C.HEAD_DIM_QK:
+        raise NotImplementedError(f"k_cache: a 576-byte {_dtype_name(k_cache.dtype)} cache: {_PER_TENSOR_FP8_MISSING}")
     else:
         raise TypeError(f"k_cache: expected dtype bfloat16 or float16 (or is_fp8_kvcache=True for the 656-byte "
                         f"layout), got {str(k_cache.dtype).replace('torch.', '')}")
@@ -388,6 +539,9 @@ def flash_mla_with_kvcache(
     extra_indices_in_kvcache: Any = None,
     topk_length: Any = None,
     extra_topk_length: Any = None,
+    *,
+    descale_q: Any = None,
+    descale_k: Any = None,
 ) -> Tuple[Any, Any]:
     """FlashMLA's dense decode: returns (out [b, s_q, h_q, 512] in q's dtype,
     softmax_lse [b, h_q, s_q] float32).
@@ -400,18 +554,29 @@ def flash_mla_with_kvcache(
     style); num_splits: ignored. All tensors are torch CUDA tensors on one device; the call runs
     on torch's current stream and can be captured in a CUDA graph. Under torch.compile the call is
     the operator torch.ops.openmla.flash_mla_with_kvcache, which schedules on every call.
+    descale_q / descale_k (keyword-only): the per-tensor FP8 descales of the sgl_kernel and vLLM
+    FlashMLA builds; with a bfloat16/float16 query they are accepted and ignored, as there (both or
+    neither; tensors, values never read).
 
-    A request whose length or page ids are bad gets NaN rows (never a read outside the cache).
-    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a
-    bad argument (named in the message).
+    A request whose length or page ids are bad gets NaN rows (never a read outside the cache) and
+    sets the device error word (device_errors(); in check mode the call raises
+    FlashMLADeviceError). Raises NotImplementedError for the sparse-attention arguments and for
+    per-tensor FP8 (an FP8 query, a 576-byte one-byte cache), ValueError / TypeError for a bad
+    argument (named in the message).
     """
+    if type(is_fp8_kvcache) is not bool:
+        _check_not_a_descale(is_fp8_kvcache)
     if (indices is not None or attn_sink is not None or extra_k_cache is not None
             or extra_indices_in_kvcache is not None or topk_length is not None or extra_topk_length is not None):
         _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
                     extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
                     extra_topk_length=extra_topk_length)
     torch = _torch()
+    if descale_q is not None or descale_k is not None:
+        _check_descales(torch, descale_q, descale_k)
     if compiling():
+        if _is_fp8_dtype(q.dtype):
+            raise NotImplementedError(f"q: an FP8 ({_dtype_name(q.dtype)}) query: {_PER_TENSOR_FP8_MISSING}")
         return torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
                                                         softmax_scale, bool(causal), bool(is_fp8_kvcache))
     sig = _checked_signature(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, causal, is_fp8_kvcache)
@@ -448,4 +613,55 @@ def flash_mla_with_kvcache(
                    softmax_lse.transpose(1, 2), state.workspace, stream, 1.0)
     if _empty_lse_flashmla:
         softmax_lse.masked_fill_(torch.isneginf(softmax_lse), float("inf"))
+    if _check_calls and not planned_for[2]:
+        _check_call(state, stream)
     return out, softmax_lse
+
+
+def get_mla_metadata_dense_fp8(cache_seqlens: Any, num_q_tokens_per_head_k: int, num_heads_k: int) -> Tuple[Any, Any]:
+    """vLLM's FlashMLA-build scheduling call for its dense FP8 decode (flash_mla_with_kvcache_fp8).
+
+    Raises NotImplementedError: per-tensor FP8 through FlashMLA's interface needs kernels that
+    take FP8 queries and read the descales on the device (see the module docstring)."""
+    raise NotImplementedError(f"get_mla_metadata_dense_fp8: {_PER_TENSOR_FP8_MISSING}")
+
+
+def flash_mla_with_kvcache_fp8(
+    q: Any,
+    k_cache: Any,
+    block_table: Any,
+    cache_seqlens: Any,
+    head_dim_v: int,
+    tile_scheduler_metadata: Any,
+    num_splits: Any,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    descale_q: Any = None,
+    descale_k: Any = None,
+) -> Tuple[Any, Any]:
+    """vLLM's FlashMLA-build dense FP8 decode: e4m3 query and 576-byte e4m3 cache, with descale_q /
+    descale_k float32 [1] device tensors.
+
+    Raises NotImplementedError: it needs kernels that take FP8 queries and read the descales on
+    the device (see the module docstring)."""
+    raise NotImplementedError(f"flash_mla_with_kvcache_fp8: {_PER_TENSOR_FP8_MISSING}")
+
+
+def flash_mla_with_kvcache_fp8_q16(
+    q: Any,
+    k_cache: Any,
+    block_table: Any,
+    cache_seqlens: Any,
+    head_dim_v: int,
+    tile_scheduler_metadata: Any,
+    num_splits: Any,
+    descale_k: Any,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+) -> Tuple[Any, Any]:
+    """vLLM's FlashMLA-build decode of a bfloat16 query over a 576-byte e4m3 cache whose scale is
+    descale_k (a float32 [1] device tensor).
+
+    Raises NotImplementedError: it needs the decode kernels to read the cache scale from device
+    memory (OpenMLA's fp8_e4m3 decode takes it as a host float; see the module docstring)."""
+    raise NotImplementedError(f"flash_mla_with_kvcache_fp8_q16: {_PER_TENSOR_FP8_MISSING}")
