@@ -30,7 +30,14 @@
 #include <cstring>
 #include <vector>
 
+// The library's own primitives, so that the handoffs here are the instructions the kernels issue.
+#include "kernels/arch/sm90/ptx.cuh"
+#include "kernels/arch/sync.cuh"
+
 namespace {
+
+using namespace openmla::kernels;
+using namespace openmla::kernels::sm90;
 
 constexpr unsigned kPipeline = 1;  // copy warp (cp.async.bulk, mbarriers), finish warp; consumers wait, read, release
 constexpr unsigned kWgmma = 2;     // each tile: wgmma reads the merge buffer as its B operand (Q^T)
@@ -55,61 +62,13 @@ struct __align__(1024) Smem {
   uint64_t done;
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ bool bar_red_or(int id, int threads, bool pred) {
-  uint32_t any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
-      : "=r"(any)
-      : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra wait_%=;\n}\n" ::
-          "r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ bool mbar_test(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-               : "=r"(done)
-               : "r"(smem_addr(bar)), "r"(parity)
-               : "memory");
-  return done != 0;
-}
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16;
-  d |= static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32;
-  d |= static_cast<uint64_t>(1) << 62;
-  return d;
-}
 __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -135,11 +94,11 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
   const int lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&sm.full[s], 1);
-      mbar_init(&sm.ready[s], 32);
-      mbar_init(&sm.empty[s], 128);
+      mbarrier_init(&sm.full[s], 1);
+      mbarrier_init(&sm.ready[s], 32);
+      mbarrier_init(&sm.empty[s], 128);
     }
-    mbar_init(&sm.done, 256);
+    mbarrier_init(&sm.done, 256);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -156,8 +115,8 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
       if (lane == 0) {
         for (int i = 0; i < total_tiles; ++i) {
           const int stage = i % kStages;
-          mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
-          mbar_arrive_expect_tx(&sm.full[stage], kStageBytes);
+          mbarrier_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+          mbarrier_arrive_expect_tx(&sm.full[stage], kStageBytes);
           bulk_copy(sm.stage[stage], src + static_cast<size_t>((blockIdx.x + i) % 64) * kStageBytes, kStageBytes,
                     &sm.full[stage]);
         }
@@ -165,7 +124,7 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
     } else if ((flags & kPipeline) && role == 1) {
       for (int i = 0; i < total_tiles; ++i) {
         const int stage = i % kStages;
-        mbar_wait(&sm.full[stage], (i / kStages) & 1);
+        mbarrier_wait(&sm.full[stage], (i / kStages) & 1);
         if (i % 3 == 0) {  // a request's last page: zero its last 8 rows in the four latent boxes
           for (int k = lane; k < 4 * 8 * 8; k += 32) {
             const int box = k / 64, row = 56 + (k / 8) % 8, chunk = k % 8;
@@ -173,10 +132,10 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
           }
           fence_proxy_async();  // the stage is the bulk copy's again after this page
         }
-        mbar_arrive(&sm.ready[stage]);
+        mbarrier_arrive(&sm.ready[stage]);
       }
     } else if ((flags & kSpin) && role == 1) {
-      while (!mbar_test(&sm.done, 0)) __nanosleep(20);
+      while (!mbarrier_test_wait(&sm.done, 0)) __nanosleep(20);
     }
     return;
   }
@@ -188,10 +147,10 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
   unsigned check = 0;
   uint32_t it = 0;  // the CTA's tile count: consumer it % 2 takes tile it, in stage it % kStages
   for (int seg = 0; seg < segments; ++seg) {
-    bar_sync(1, 256);  // the previous segment's readers of the buffer, the words and the statistics are done
+    named_barrier_sync(1, 256);  // the previous segment's readers of the buffer, the words and the statistics are done
     // load_q's |q| maximum: lane 0 of every warp publishes a word; every thread reads all eight.
     if (lane == 0) sm.word[warp] = static_cast<float>(seg + warp);
-    bar_sync(1, 256);
+    named_barrier_sync(1, 256);
     float m = 0.f;
 #pragma unroll
     for (int k = 0; k < 8; ++k) m = fmaxf(m, sm.word[k]);
@@ -202,7 +161,7 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
         *reinterpret_cast<uint4*>(sm.buffer + box * 4096 + t * 16) = make_uint4(seg, box, t, 0x3c003c00u);
       fence_proxy_async();
     }
-    bar_sync(1, 256);
+    named_barrier_sync(1, 256);
 
     float o[16];
 #pragma unroll
@@ -212,8 +171,8 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
       const int stage = it % kStages;
       const uint32_t parity = (it / kStages) & 1;
       if (flags & kPipeline) {
-        mbar_wait(&sm.full[stage], parity);
-        mbar_wait(&sm.ready[stage], parity);
+        mbarrier_wait(&sm.full[stage], parity);
+        mbarrier_wait(&sm.ready[stage], parity);
         const uint4 v = *reinterpret_cast<const uint4*>(sm.stage[stage] + (tw % 64) * 128 + (tw / 64) * 16 + w * 8192);
         acc += static_cast<float>(v.x & 0xff);
       }
@@ -228,15 +187,15 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
 #pragma unroll
         for (int i = 0; i < 16; ++i) asm volatile("" : "+f"(o[i])::"memory");
       }
-      if (flags & kPipeline) mbar_arrive(&sm.empty[stage]);  // this thread's reads of the stage are done
+      if (flags & kPipeline) mbarrier_arrive(&sm.empty[stage]);  // this thread's reads of the stage are done
       if (flags & kBarRed) {
-        if (bar_red_or(2 + me, 128, (lane + j) % 97 == 0)) acc += 1.f;
+        if (named_barrier_sync_or(2 + me, 128, (lane + j) % 97 == 0)) acc += 1.f;
       }
       if ((flags & kUneven) && me == 0) acc = busy(acc, uneven_iters);
     }
     if (flags & kRowSums) {  // per-warp partial sums through shared memory, the warpgroup's own barrier
       if (lane % 4 == 0) sm.red[me][w][lane / 4] = acc;
-      bar_sync(2 + me, 128);
+      named_barrier_sync(2 + me, 128);
       acc += sm.red[me][0][lane / 4] + sm.red[me][3][lane / 4];
     }
     // The merge: consumer 1's row statistics, then 64 floats a thread in each of two rounds through the buffer,
@@ -245,7 +204,7 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
       sm.merge[0][lane] = static_cast<float>(seg + lane);
       sm.merge[1][lane] = o[0];
     }
-    bar_sync(1, 256);
+    named_barrier_sync(1, 256);
     if (me == 0) {
       check += static_cast<unsigned>(sm.merge[0][lane % 8]);
       acc += sm.merge[1][lane % 8];
@@ -258,27 +217,20 @@ __global__ void __launch_bounds__(384, 1) merge_kernel(unsigned* out, float* jun
         for (int i = 0; i < 64; ++i) buffer[i * 128 + tw] = static_cast<float>(seg * 128 + round * 64 + i);
         if (flags & kWgmma) fence_proxy_async();  // the buffer is wgmma's operand again in the next segment
       }
-      bar_sync(1, 256);
+      named_barrier_sync(1, 256);
       if (me == 0) {
 #pragma unroll
         for (int i = 0; i < 64; ++i) check += static_cast<unsigned>(buffer[i * 128 + tw]);
         if (flags & kUneven) acc = busy(acc, uneven_iters);
       }
-      bar_sync(1, 256);
+      named_barrier_sync(1, 256);
     }
   }
-  if (flags & kSpin) mbar_arrive(&sm.done);
+  if (flags & kSpin) mbarrier_arrive(&sm.done);
   if (me == 0) out[blockIdx.x * 128 + tw] = check;
   junk[blockIdx.x * 256 + t] = acc;
 }
 
-// Not .aligned (bar.sync is): the two warpgroups wait at different instructions.
-__device__ __forceinline__ void barrier_arrive(int id, int threads) {
-  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void barrier_sync(int id, int threads) {
-  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // One-sided handoffs between two consumer warpgroups: consumer 0 writes a row word and arrives on barrier 7
 // (barrier.arrive, no wait); consumer 1 waits there (barrier.sync), reads it, writes another word and arrives
@@ -295,9 +247,9 @@ __global__ void __launch_bounds__(384, 1) one_sided_kernel(float* out, int round
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   auto signal = [&](int id) {
     if (two_sided) {
-      barrier_sync(id, 256);
+      named_barrier_wait(id, 256);
     } else {
-      barrier_arrive(id, 256);
+      named_barrier_arrive(id, 256);
     }
   };
   float acc = 0.f;
@@ -306,10 +258,10 @@ __global__ void __launch_bounds__(384, 1) one_sided_kernel(float* out, int round
       __syncwarp();  // the quad's reads of the previous round are done
       if (lane % 4 == 0) row_a[row] = static_cast<float>(r * 64 + row);
       signal(7);
-      barrier_sync(8, 256);
+      named_barrier_wait(8, 256);
       acc += row_b[row];
     } else {
-      barrier_sync(7, 256);
+      named_barrier_wait(7, 256);
       const float a = row_a[row];
       __syncwarp();
       if (lane % 4 == 0) row_b[row] = a + 1.f;

@@ -28,9 +28,10 @@ __device__ __forceinline__ bool named_barrier_sync_or(int id, int threads, bool 
   return any != 0;
 }
 
-// A one-way handoff between warpgroups that reach the barrier at different instructions: one side
-// arrives (does not wait), the other waits. Not `.aligned` (bar.arrive / bar.sync are): the two
-// sides are different instructions, which synccheck reports for the aligned forms.
+// A barrier the two sides reach at different instructions. Not `.aligned` (bar.arrive / bar.sync are):
+// synccheck reports the aligned forms when the sides' instructions differ. The kernels wait on both
+// sides (named_barrier_wait); a one-way handoff (one side only arrives) is ordered just as well by the
+// PTX memory model, but racecheck does not model it (docs/sanitizers.md, tests/sanitizer).
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
