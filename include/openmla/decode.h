@@ -6,9 +6,14 @@
 //   per step:  plan.plan(cache_seqlens, ws, bytes, stream);        // device kernel, no host sync
 //   per layer: plan.run(args, ws, bytes, stream);                  // graph-capturable
 //
-// Query token i of request r sits at KV position cache_seqlens[r] - s_q + i (drafts already written,
-// as in speculative target-verify). With causal it sees KV positions <= its own; without, all
-// cache_seqlens[r] positions. A request of length 0 yields out = 0 and lse = -inf.
+// Query token i of a request with n query tokens sits at KV position cache_seqlens[r] - n + i (drafts
+// already written, as in speculative target-verify). With causal it sees KV positions <= its own;
+// without, all cache_seqlens[r] positions; with a tree mask, the prefix [0, cache_seqlens[r] - n) and
+// the draft tokens its mask row names. A request of length 0 yields out = 0 and lse = -inf.
+//
+// Queries come uniform (every request s_q tokens: q [b, s_q, h_q, 576]) or ragged (request r owns the
+// packed rows q_indptr[r] .. q_indptr[r+1] - 1 of q [total_q, h_q, 576]; q_indptr on the device, so
+// the counts may change between CUDA-graph replays).
 #pragma once
 
 #include <cstddef>
@@ -22,14 +27,40 @@
 
 namespace openmla {
 
+// How q, out and lse hold a batch's query tokens.
+enum class QueryLayout : uint8_t {
+  kUniform = 0,  // q [b, s_q, h_q, 576], out [b, s_q, h_q, 512], lse [b, s_q, h_q]: s_q tokens per request
+  kRagged = 1,   // q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q], q_indptr [b + 1] int32:
+                 // request r's tokens are the rows q_indptr[r] .. q_indptr[r+1] - 1 (FlashAttention's
+                 // cu_seqlens_q, vLLM's query_start_loc). 0 <= q_indptr[r] <= q_indptr[r+1] <= total_q and at
+                 // most DecodeShape::q_len tokens per request, checked on the device (kDeviceErrorQueryOffsets).
+};
+const char* query_layout_name(QueryLayout l) noexcept;
+
+// Which draft tokens each query token sees (speculative tree verify, e.g. EAGLE with topk > 1). A mask row
+// is one 64-bit word (int64 tensor): bit j set = the query token sees draft token j of its request (the
+// request's j-th query token, at KV position cache_seqlens[r] - n + j). Every query token also sees the whole
+// prefix; a row with no bit set sees only the prefix. Bits at or past the request's n are ignored. A causal
+// chain is the tree whose row i has bits 0..i. With a tree mask, DecodeShape::causal is ignored and
+// q_len <= kMaxTreeQueryLen.
+enum class TreeMask : uint8_t {
+  kNone = 0,        // no tree: DecodeShape::causal decides
+  kShared = 1,      // mask [s_q]: one tree for every request (static trees); a ragged request uses rows 0..n-1
+  kPerRequest = 2,  // mask [b, s_q]: request r's row i at [r, i] (uniform queries)
+  kPacked = 3,      // mask [total_q]: one row per packed query token, as q (ragged queries)
+};
+const char* tree_mask_name(TreeMask m) noexcept;
+
 // Everything about a decode step that is fixed when planning (host-known).
 struct DecodeShape {
   int batch_size = 0;                   // b >= 1
-  int q_len = 1;                        // s_q in [1, 16]
+  int q_len = 1;                        // uniform: s_q; ragged: the most query tokens of a request. [1, 128]
   int num_heads = 0;                    // h_q in {8, 16, 32, 64, 128}
   DType q_dtype = DType::kBFloat16;     // bf16 or fp16; out has the same dtype
   KVFormat kv_format = KVFormat::kBF16;
-  bool causal = true;                   // ignored (no effect) when q_len == 1
+  bool causal = true;                   // ignored (no effect) when q_len == 1 or with a tree mask
+  QueryLayout query_layout = QueryLayout::kUniform;
+  TreeMask tree_mask = TreeMask::kNone;
 };
 
 enum class Backend : uint8_t {
@@ -63,6 +94,7 @@ struct DecodeOptions {
 };
 
 // Arguments of one decode call (one layer). All tensors on the plan's CUDA device.
+// Shapes for QueryLayout::kUniform; kRagged drops the [b, s_q] pair for one [total_q] dimension (QueryLayout).
 struct DecodeArgs {
   TensorView q;              // [b, s_q, h_q, 576], q_dtype, last dim contiguous, 16-B aligned rows
   KVCache kv;                // paged cache (see kv_format.h)
@@ -72,10 +104,8 @@ struct DecodeArgs {
   TensorView out;            // [b, s_q, h_q, 512], q_dtype, last dim contiguous, 16-B aligned rows
   TensorView lse;            // [b, s_q, h_q] float32, natural log, any strides. FlashMLA's
                              // [b, h_q, s_q] layout = this view with strides (h_q*s_q, 1, s_q).
-  // Reserved for ragged query lengths and tree masks (later release). Must be left undefined now:
-  // a defined tensor is rejected as kUnsupported rather than silently ignored.
-  TensorView q_indptr;       // future: [b + 1] int32 per-request query offsets
-  TensorView mask;           // future: tree mask
+  TensorView q_indptr;       // kRagged only: [b + 1] int32, contiguous; else undefined
+  TensorView mask;           // with a TreeMask only: int64 rows (TreeMask), contiguous; else undefined
 };
 
 class DecodePlan;

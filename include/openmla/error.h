@@ -36,10 +36,12 @@ enum DeviceErrorBits : unsigned {
   kDeviceErrorNone = 0u,
   kDeviceErrorNegativeSeqlen = 1u << 0,      // cache_seqlens[i] < 0
   kDeviceErrorSeqlenBeyondTable = 1u << 1,   // cache_seqlens[i] > max_pages * 64
-  kDeviceErrorSeqlenBelowQueryLen = 1u << 2, // causal, s_q > 1 and 0 < cache_seqlens[i] < s_q
+  kDeviceErrorSeqlenBelowQueryLen = 1u << 2, // causal or tree, n > 1 query tokens and 0 < cache_seqlens[i] < n
   kDeviceErrorPageIdOutOfRange = 1u << 3,    // block_table entry outside [0, num_pages)
   kDeviceErrorSlotOutOfRange = 1u << 4,      // write_kv slot outside [0, num_pages * 64) (negative = skip)
   kDeviceErrorPlanMismatch = 1u << 5,        // run() saw other cache_seqlens than plan() planned for
+  kDeviceErrorQueryOffsets = 1u << 6,        // ragged q_indptr: negative, decreasing, past total_q, or a request
+                                             // with more than DecodeShape::q_len tokens (its rows are not written)
 };
 
 // "negative_seqlen|page_id_out_of_range" style text for a device error word.

@@ -11,7 +11,8 @@ inline constexpr int kPageSize = 64;     // tokens per page
 inline constexpr int kHeadDimQK = 576;   // 512 latent + 64 rope
 inline constexpr int kHeadDimV = 512;    // latent (V is the first 512 values of each KV row)
 inline constexpr int kRopeDim = 64;
-inline constexpr int kMaxQueryLen = 16;  // s_q supported by decode
+inline constexpr int kMaxQueryLen = 128;     // query tokens per request (uniform s_q, or a ragged request's)
+inline constexpr int kMaxTreeQueryLen = 64;  // with a tree mask: one 64-bit mask word per query token
 inline constexpr int kDsMlaTile = 128;   // latent values per ds_mla scale
 
 enum class KVFormat : uint8_t {

@@ -27,6 +27,24 @@ const char* fp8_math_name(Fp8Math m) noexcept {
   return "unknown";
 }
 
+const char* query_layout_name(QueryLayout l) noexcept {
+  switch (l) {
+    case QueryLayout::kUniform: return "uniform";
+    case QueryLayout::kRagged: return "ragged";
+  }
+  return "unknown";
+}
+
+const char* tree_mask_name(TreeMask m) noexcept {
+  switch (m) {
+    case TreeMask::kNone: return "none";
+    case TreeMask::kShared: return "shared";
+    case TreeMask::kPerRequest: return "per_request";
+    case TreeMask::kPacked: return "packed";
+  }
+  return "unknown";
+}
+
 namespace testing {
 
 const char* portable_tile_name(PortableTile tile) noexcept {

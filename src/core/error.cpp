@@ -29,6 +29,7 @@ std::string describe_device_errors(unsigned word) {
       {kDeviceErrorPageIdOutOfRange, "page_id_out_of_range"},
       {kDeviceErrorSlotOutOfRange, "slot_out_of_range"},
       {kDeviceErrorPlanMismatch, "plan_mismatch"},
+      {kDeviceErrorQueryOffsets, "query_offsets"},
   };
   std::string text;
   unsigned known = 0;
