@@ -31,12 +31,24 @@ constexpr bool kBuiltWithSm90 = true;
 constexpr bool kBuiltWithSm90 = false;
 #endif
 
-// kAuto: the sm90a kernels on compute capability 9.0 (every cache format and shape), the portable kernel
+// Shapes the sm90 kernels take: uniform queries of up to 16 tokens, causal or not, no tree mask. The portable
+// kernel runs every shape (its general-query variant: ragged queries, tree masks; up to 128 tokens).
+constexpr int kSm90MaxQueryLen = 16;
+bool sm90_takes(const DecodeShape& shape) {
+  return shape.query_layout == QueryLayout::kUniform && shape.tree_mask == TreeMask::kNone &&
+         shape.q_len <= kSm90MaxQueryLen;
+}
+
+// kAuto: the sm90a kernels on compute capability 9.0 for the shapes they take (sm90_takes), the portable kernel
 // elsewhere. A forced backend that cannot run is an error, never a silent fallback, so a test that asks for
 // a kernel cannot pass on another one.
-Backend resolve_backend(Backend requested, const kernels::DeviceFacts& device) {
+Backend resolve_backend(Backend requested, const DecodeShape& shape, const kernels::DeviceFacts& device) {
   const bool hopper = device.cc_major == 9 && device.cc_minor == 0;
   if (requested == Backend::kSm90) {
+    if (!sm90_takes(shape))
+      detail::fail(Status::kUnsupported, "backend: sm90 takes uniform queries of up to ", kSm90MaxQueryLen,
+                   " tokens without a tree mask, got ", query_layout_name(shape.query_layout), " queries, q_len ",
+                   shape.q_len, ", tree mask ", tree_mask_name(shape.tree_mask), "; use portable (or auto)");
     if (!kBuiltWithSm90)
       detail::fail(Status::kUnsupported, "backend: sm90 was not built (OPENMLA_ENABLE_SM90=OFF); use portable");
     if (!hopper)
@@ -44,7 +56,7 @@ Backend resolve_backend(Backend requested, const kernels::DeviceFacts& device) {
                    device.cc_major, ".", device.cc_minor, "; use portable");
     return Backend::kSm90;
   }
-  if (requested == Backend::kAuto && kBuiltWithSm90 && hopper) return Backend::kSm90;
+  if (requested == Backend::kAuto && kBuiltWithSm90 && hopper && sm90_takes(shape)) return Backend::kSm90;
   return Backend::kPortable;
 }
 
@@ -109,7 +121,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   facts.cc_minor = prop.minor;
   facts.name = prop.name;
 
-  backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, facts);
+  backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, shape, facts);
   if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)
     detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(fp8_math_),
                  " runs on the sm90 backend only; the resolved backend is ", backend_name(backend_), " (", prop.name,
@@ -172,10 +184,13 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.softmax_scale = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale);
   p.scale_log2 = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale * 1.4426950408889634);
   p.out_scale = static_cast<float>(kv_scale);
+  // Ragged: [total_q, h_q, ...] tensors; the b-strides are the token strides (DecodeParams::q_indptr).
+  const bool ragged = shape_.query_layout == QueryLayout::kRagged;
+  const int token_dim = ragged ? 0 : 1;
   p.q = args.q.data;
   p.q_stride_b = args.q.strides[0];
-  p.q_stride_s = args.q.strides[1];
-  p.q_stride_h = args.q.strides[2];
+  p.q_stride_s = args.q.strides[token_dim];
+  p.q_stride_h = args.q.strides[token_dim + 1];
   const TensorView& kv = args.kv.data;
   p.kv = static_cast<const uint8_t*>(kv.data);
   p.page_stride_bytes = kv.strides[0] * dtype_size(kv.dtype);
@@ -186,12 +201,16 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.seqlens = static_cast<const int*>(args.cache_seqlens.data);
   p.out = args.out.data;
   p.o_stride_b = args.out.strides[0];
-  p.o_stride_s = args.out.strides[1];
-  p.o_stride_h = args.out.strides[2];
+  p.o_stride_s = args.out.strides[token_dim];
+  p.o_stride_h = args.out.strides[token_dim + 1];
   p.lse = static_cast<float*>(args.lse.data);
   p.lse_stride_b = args.lse.strides[0];
-  p.lse_stride_s = args.lse.strides[1];
-  p.lse_stride_h = args.lse.strides[2];
+  p.lse_stride_s = args.lse.strides[token_dim];
+  p.lse_stride_h = args.lse.strides[token_dim + 1];
+  p.q_indptr = ragged ? static_cast<const int*>(args.q_indptr.data) : nullptr;
+  p.total_q = ragged ? static_cast<int>(args.q.shape[0]) : 0;
+  p.mask = static_cast<const uint64_t*>(args.mask.data);
+  p.mask_kind = static_cast<int>(shape_.tree_mask);
   p.parts = static_cast<const kernels::SplitPart*>(ws.parts);
   p.splits = static_cast<const kernels::RequestSplit*>(ws.request_splits);
   p.num_parts = num_parts_;

@@ -218,6 +218,28 @@ void validate_decode_shape(const DecodeShape& shape) {
   if (!is_valid_format(shape.kv_format))
     fail_arg("shape.kv_format", "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
              concat("KVFormat(", static_cast<int>(shape.kv_format), ")"));
+  if (shape.query_layout != QueryLayout::kUniform && shape.query_layout != QueryLayout::kRagged)
+    fail_arg("shape.query_layout", "kUniform or kRagged", concat("QueryLayout(", static_cast<int>(shape.query_layout), ")"));
+  switch (shape.tree_mask) {
+    case TreeMask::kNone: break;
+    case TreeMask::kShared: break;
+    case TreeMask::kPerRequest:
+      if (shape.query_layout != QueryLayout::kUniform)
+        fail_arg("shape.tree_mask", "kShared or kPacked with ragged queries (kPerRequest needs uniform queries)",
+                 tree_mask_name(shape.tree_mask));
+      break;
+    case TreeMask::kPacked:
+      if (shape.query_layout != QueryLayout::kRagged)
+        fail_arg("shape.tree_mask", "kShared or kPerRequest with uniform queries (kPacked needs ragged queries)",
+                 tree_mask_name(shape.tree_mask));
+      break;
+    default:
+      fail_arg("shape.tree_mask", "one of kNone, kShared, kPerRequest, kPacked",
+               concat("TreeMask(", static_cast<int>(shape.tree_mask), ")"));
+  }
+  if (shape.tree_mask != TreeMask::kNone && shape.q_len > kMaxTreeQueryLen)
+    fail_arg("shape.q_len", concat("a value in [1, ", kMaxTreeQueryLen, "] with a tree mask (one 64-bit word per row)"),
+             shape.q_len);
 }
 
 void validate_seqlens(const TensorView& cache_seqlens, int batch_size, DeviceType expected_device,
@@ -244,25 +266,62 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
                           int device_id, DecodeOutputs outputs) {
   validate_decode_shape(shape);
   const int64_t b = shape.batch_size, s_q = shape.q_len, h_q = shape.num_heads;
-
-  // Reserved arguments: rejected rather than silently ignored.
-  if (args.q_indptr.defined())
-    fail(Status::kUnsupported, "q_indptr: reserved for ragged queries / tree masks (not implemented yet); "
-         "expected an undefined view, got a tensor of shape ", args.q_indptr.shape_str());
-  if (args.mask.defined())
-    fail(Status::kUnsupported, "mask: reserved for ragged queries / tree masks (not implemented yet); "
-         "expected an undefined view, got a tensor of shape ", args.mask.shape_str());
-
+  const bool ragged = shape.query_layout == QueryLayout::kRagged;
+  // The query-token dimensions of q, out and lse: [b, s_q] or [total_q] (q's first dimension).
   const TensorView& q = args.q;
-  check_defined(q, "q", "[b, s_q, h_q, 576]");
+  const char* q_dims = ragged ? "[total_q, h_q, 576]" : "[b, s_q, h_q, 576]";
+  check_defined(q, "q", q_dims);
   check_device(q, "q", expected_device, device_id);
   if (q.dtype != shape.q_dtype)
     fail_arg("q", concat("dtype ", dtype_name(shape.q_dtype), " (the planned shape.q_dtype)"), dtype_name(q.dtype));
-  check_shape(q, "q", "[b, s_q, h_q, 576]", {b, s_q, h_q, kHeadDimQK});
+  int64_t total_q = 0;
+  if (ragged) {
+    if (q.ndim != 3 || q.shape[0] < 1)
+      fail_arg("q", "shape [total_q, h_q, 576] with total_q >= 1 (ragged queries)", q.shape_str());
+    total_q = q.shape[0];
+    check_shape(q, "q", q_dims, {total_q, h_q, kHeadDimQK});
+  } else {
+    check_shape(q, "q", q_dims, {b, s_q, h_q, kHeadDimQK});
+  }
   check_data(q, "q");
   check_last_stride_one(q, "q");
   check_non_negative_strides(q, "q");
   check_row_alignment(q, "q");
+
+  const TensorView& indptr = args.q_indptr;
+  if (ragged) {
+    check_defined(indptr, "q_indptr", "[b + 1] (ragged queries)");
+    check_device(indptr, "q_indptr", expected_device, device_id);
+    check_dtype(indptr, "q_indptr", DType::kInt32);
+    check_shape(indptr, "q_indptr", "[b + 1]", {b + 1});
+    check_data(indptr, "q_indptr");
+    check_contiguous(indptr, "q_indptr");
+  } else if (indptr.defined()) {
+    fail_arg("q_indptr", "an undefined view with uniform queries (shape.query_layout = uniform)",
+             concat("a tensor of shape ", indptr.shape_str()));
+  }
+
+  const TensorView& mask = args.mask;
+  if (shape.tree_mask != TreeMask::kNone) {
+    const char* mask_dims = shape.tree_mask == TreeMask::kShared      ? "[s_q]"
+                            : shape.tree_mask == TreeMask::kPerRequest ? "[b, s_q]"
+                                                                       : "[total_q]";
+    check_defined(mask, "mask", mask_dims);
+    check_device(mask, "mask", expected_device, device_id);
+    check_dtype(mask, "mask", DType::kInt64);
+    if (shape.tree_mask == TreeMask::kShared) {
+      check_shape(mask, "mask", mask_dims, {s_q});
+    } else if (shape.tree_mask == TreeMask::kPerRequest) {
+      check_shape(mask, "mask", mask_dims, {b, s_q});
+    } else {
+      check_shape(mask, "mask", mask_dims, {total_q});
+    }
+    check_data(mask, "mask");
+    check_contiguous(mask, "mask");
+  } else if (mask.defined()) {
+    fail_arg("mask", "an undefined view without a tree mask (shape.tree_mask = none)",
+             concat("a tensor of shape ", mask.shape_str()));
+  }
 
   validate_kv_cache_named(args.kv, "kv", expected_device, device_id);
   if (args.kv.format != shape.kv_format)
@@ -284,7 +343,8 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   validate_seqlens(args.cache_seqlens, shape.batch_size, expected_device, device_id);
 
   const TensorView& out = args.out;
-  check_defined(out, "out", "[b, s_q, h_q, 512]");
+  const char* out_dims = ragged ? "[total_q, h_q, 512]" : "[b, s_q, h_q, 512]";
+  check_defined(out, "out", out_dims);
   check_device(out, "out", expected_device, device_id);
   if (outputs == DecodeOutputs::kDevice) {
     if (out.dtype != shape.q_dtype)
@@ -292,7 +352,11 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   } else if (!is_half_type(out.dtype) && out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) {
     fail_arg("out", "dtype float64, float32, bfloat16 or float16", dtype_name(out.dtype));
   }
-  check_shape(out, "out", "[b, s_q, h_q, 512]", {b, s_q, h_q, kHeadDimV});
+  if (ragged) {
+    check_shape(out, "out", out_dims, {total_q, h_q, kHeadDimV});
+  } else {
+    check_shape(out, "out", out_dims, {b, s_q, h_q, kHeadDimV});
+  }
   check_data(out, "out");
   check_last_stride_one(out, "out");
   check_non_negative_strides(out, "out");
@@ -300,14 +364,19 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   check_row_alignment(out, "out");
 
   const TensorView& lse = args.lse;
-  check_defined(lse, "lse", "[b, s_q, h_q]");
+  const char* lse_dims = ragged ? "[total_q, h_q]" : "[b, s_q, h_q]";
+  check_defined(lse, "lse", lse_dims);
   check_device(lse, "lse", expected_device, device_id);
   if (outputs == DecodeOutputs::kDevice) {
     check_dtype(lse, "lse", DType::kFloat32);
   } else if (lse.dtype != DType::kFloat32 && lse.dtype != DType::kFloat64) {
     fail_arg("lse", "dtype float32 or float64", dtype_name(lse.dtype));
   }
-  check_shape(lse, "lse", "[b, s_q, h_q]", {b, s_q, h_q});
+  if (ragged) {
+    check_shape(lse, "lse", lse_dims, {total_q, h_q});
+  } else {
+    check_shape(lse, "lse", lse_dims, {b, s_q, h_q});
+  }
   check_data(lse, "lse");
   check_non_negative_strides(lse, "lse");
   check_no_overlap(lse, "lse");

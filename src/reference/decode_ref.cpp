@@ -163,12 +163,13 @@ PageKernels select_page_kernels() {
 }
 
 // The device-side guards, checked in this order; the first that fails is the request's error bit.
-unsigned request_guard(int64_t seqlen, int64_t max_pages, int q_len, bool causal, const int32_t* table_row,
+// masked: a causal or tree mask places the request's q_len query tokens at its last KV positions.
+unsigned request_guard(int64_t seqlen, int64_t max_pages, int q_len, bool masked, const int32_t* table_row,
                        int64_t table_stride, int64_t num_pages) {
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
   if (seqlen > max_pages * kPageSize) return kDeviceErrorSeqlenBeyondTable;
   // Length 0 is an empty request (batch padding), never an error.
-  if (causal && q_len > 1 && seqlen > 0 && seqlen < q_len) return kDeviceErrorSeqlenBelowQueryLen;
+  if (masked && q_len > 1 && seqlen > 0 && seqlen < q_len) return kDeviceErrorSeqlenBelowQueryLen;
   const int64_t blocks = (seqlen + kPageSize - 1) / kPageSize;
   for (int64_t j = 0; j < blocks; ++j) {
     const int64_t page = table_row[j * table_stride];
@@ -220,8 +221,19 @@ struct RowScratch {
   std::vector<double> acc = std::vector<double>(static_cast<size_t>(kRowsPerTask) * kHeadDimV);
   double row_max[kRowsPerTask];
   double row_sum[kRowsPerTask];
-  int64_t visible[kRowsPerTask];  // KV positions [0, visible) each row attends to
+  // KV positions each row attends to: [0, limit), or with a tree mask [0, prefix) and prefix + j for each bit j of
+  // draft_bits (bits at or past the request's query count are cleared).
+  int64_t limit[kRowsPerTask];
+  int64_t prefix[kRowsPerTask];
+  uint64_t draft_bits[kRowsPerTask];
+  int64_t seen[kRowsPerTask];  // visible keys so far
   float token[kHeadDimQK];
+
+  bool visible(int k, int64_t pos) const {
+    if (pos < prefix[k]) return true;
+    const int64_t j = pos - prefix[k];
+    return pos < limit[k] && j < 64 && ((draft_bits[k] >> j) & 1u);
+  }
 };
 
 struct DecodeTask {
@@ -229,44 +241,93 @@ struct DecodeTask {
   int row_begin, row_end;  // row = query token * h_q + head
 };
 
+// Request r's query tokens: packed rows [begin, begin + count) of a ragged q, or row r of a uniform one.
+struct RequestQueries {
+  int64_t begin = 0;
+  int count = 0;
+  bool malformed = false;  // ragged q_indptr pair out of order, out of range or over shape.q_len
+};
+
 class ReferenceDecoder {
  public:
   ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math)
       : args_(args), shape_(shape), math_(math), kernels_(select_page_kernels()) {}
+
+  bool ragged() const { return shape_.query_layout == QueryLayout::kRagged; }
+
+  RequestQueries queries(int r) const {
+    if (!ragged()) return {r, shape_.q_len, false};
+    const int32_t* indptr = static_cast<const int32_t*>(args_.q_indptr.data);
+    const int64_t a = indptr[r], e = indptr[r + 1];
+    if (a < 0 || e < a || e > args_.q.shape[0] || e - a > shape_.q_len) return {0, 0, true};
+    return {a, static_cast<int>(e - a), false};
+  }
+
+  // Element offsets of query token i, head h of request r (RequestQueries::begin) in q, out and lse.
+  int64_t token_offset(const TensorView& t, const RequestQueries& rq, int i, int h) const {
+    return ragged() ? (rq.begin + i) * t.strides[0] + h * t.strides[1]
+                    : rq.begin * t.strides[0] + i * t.strides[1] + h * t.strides[2];
+  }
+  int64_t last_stride(const TensorView& t) const { return t.strides[ragged() ? 2 : 3]; }
+
+  uint64_t mask_row(const RequestQueries& rq, int i) const {
+    const int64_t* words = static_cast<const int64_t*>(args_.mask.data);
+    switch (shape_.tree_mask) {
+      case TreeMask::kShared: return static_cast<uint64_t>(words[i]);
+      case TreeMask::kPerRequest: return static_cast<uint64_t>(words[rq.begin * shape_.q_len + i]);
+      case TreeMask::kPacked: return static_cast<uint64_t>(words[rq.begin + i]);
+      case TreeMask::kNone: break;
+    }
+    return 0;
+  }
 
   int64_t seqlen(int r) const { return static_cast<const int32_t*>(args_.cache_seqlens.data)[r]; }
   const int32_t* table_row(int r) const {
     return static_cast<const int32_t*>(args_.block_table.data) + r * args_.block_table.strides[0];
   }
 
-  unsigned guard(int r) const {
-    return request_guard(seqlen(r), args_.block_table.shape[1], shape_.q_len, shape_.causal, table_row(r),
+  unsigned guard(int r, const RequestQueries& rq) const {
+    const bool masked = shape_.causal || shape_.tree_mask != TreeMask::kNone;
+    return request_guard(seqlen(r), args_.block_table.shape[1], rq.count, masked, table_row(r),
                          args_.block_table.strides[1], args_.kv.data.shape[0]);
   }
 
-  void write_row(int r, int row, const double* values512, double lse_value) const {
+  void write_row(const RequestQueries& rq, int row, const double* values512, double lse_value) const {
     const TensorView& out = args_.out;
     const TensorView& lse = args_.lse;
     const int i = row / shape_.num_heads, h = row % shape_.num_heads;
-    const int64_t o = r * out.strides[0] + i * out.strides[1] + h * out.strides[2];
-    for (int c = 0; c < kHeadDimV; ++c) store_value(out, o + c * out.strides[3], values512 ? values512[c] : kNaN);
-    store_value(lse, r * lse.strides[0] + i * lse.strides[1] + h * lse.strides[2], lse_value);
+    const int64_t o = token_offset(out, rq, i, h), o_last = last_stride(out);
+    for (int c = 0; c < kHeadDimV; ++c) store_value(out, o + c * o_last, values512 ? values512[c] : kNaN);
+    store_value(lse, token_offset(lse, rq, i, h), lse_value);
   }
 
   void run(const DecodeTask& task, RowScratch& w) const {
     const TensorView& q = args_.q;
-    const int r = task.request, s_q = shape_.q_len, h_q = shape_.num_heads;
+    const int r = task.request, h_q = shape_.num_heads;
+    const RequestQueries rq = queries(r);
+    const int n = rq.count;
     const int rows = task.row_end - task.row_begin;
     const int64_t len = seqlen(r);
     const int32_t* table = table_row(r);
     const double scale = args_.softmax_scale;
+    const int64_t q_last = last_stride(q);
     for (int k = 0; k < rows; ++k) {
       const int row = task.row_begin + k, i = row / h_q, h = row % h_q;
-      const int64_t q_base = r * q.strides[0] + i * q.strides[1] + h * q.strides[2];
-      for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_half(q, q_base + c * q.strides[3]);
+      const int64_t q_base = token_offset(q, rq, i, h);
+      for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_half(q, q_base + c * q_last);
       if (math_ == Fp8Math::kQkAndPv) quantize_query_row(&w.q_rows[k * kHeadDimQK]);
-      // Query token i sits at KV position seqlen - s_q + i; causal lets it see positions <= its own.
-      w.visible[k] = shape_.causal && s_q > 1 ? len - s_q + i + 1 : len;
+      // Query token i sits at KV position len - n + i. Causal: it sees positions <= its own. Tree: the prefix
+      // [0, len - n) and the draft tokens its mask row names. Neither: all len positions.
+      w.limit[k] = len;
+      w.prefix[k] = len;
+      w.draft_bits[k] = 0;
+      if (shape_.tree_mask != TreeMask::kNone) {
+        w.prefix[k] = len - n;
+        w.draft_bits[k] = mask_row(rq, i) & (n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
+      } else if (shape_.causal && n > 1) {
+        w.limit[k] = w.prefix[k] = len - n + i + 1;
+      }
+      w.seen[k] = 0;
       w.row_max[k] = -kInf;
       w.row_sum[k] = 0.0;
     }
@@ -287,11 +348,16 @@ class ReferenceDecoder {
       for (int k = 0; k < rows && math_ == Fp8Math::kQkAndPv; ++k) fp8_weights(w, k, first, count);
       for (int k = 0; k < rows && math_ == Fp8Math::kOff; ++k) {
         // Tokens of this page the row sees; the others get weight 0 (their scores are ignored).
-        const int n = static_cast<int>(std::clamp<int64_t>(w.visible[k] - first, 0, count));
+        bool vis[kPageSize];
+        for (int t = 0; t < kPageSize; ++t) vis[t] = t < count && w.visible(k, first + t);
         double* s = &w.scores[k * kPageSize];
-        for (int t = 0; t < n; ++t) s[t] *= scale;
         double page_max = -kInf;
-        for (int t = 0; t < n; ++t) page_max = std::max(page_max, s[t]);
+        for (int t = 0; t < kPageSize; ++t) {
+          if (!vis[t]) continue;
+          s[t] *= scale;
+          page_max = std::max(page_max, s[t]);
+          ++w.seen[k];
+        }
         if (page_max > w.row_max[k]) {  // rescale what was accumulated under the old maximum
           const double correction = std::exp(w.row_max[k] - page_max);
           for (int c = 0; c < kHeadDimV; ++c) w.acc[k * kHeadDimV + c] *= correction;
@@ -299,7 +365,7 @@ class ReferenceDecoder {
           w.row_max[k] = page_max;
         }
         for (int t = 0; t < kPageSize; ++t) {
-          s[t] = t < n ? std::exp(s[t] - w.row_max[k]) : 0.0;  // s becomes the weight p
+          s[t] = vis[t] ? std::exp(s[t] - w.row_max[k]) : 0.0;  // s becomes the weight p
           w.row_sum[k] += s[t];
         }
       }
@@ -308,15 +374,15 @@ class ReferenceDecoder {
 
     for (int k = 0; k < rows; ++k) {
       double* values = &w.acc[k * kHeadDimV];
-      if (w.visible[k] <= 0) {  // nothing visible (length 0): out 0, lse -inf
+      if (w.seen[k] == 0) {  // nothing visible (length 0, or a tree row with no prefix and no draft): out 0, lse -inf
         std::fill(values, values + kHeadDimV, 0.0);
-        write_row(r, task.row_begin + k, values, -kInf);
+        write_row(rq, task.row_begin + k, values, -kInf);
         continue;
       }
       for (int c = 0; c < kHeadDimV; ++c) values[c] /= w.row_sum[k];
       // FP8 math keeps the running maximum as a base in log2 units (below).
       const double max_term = math_ == Fp8Math::kQkAndPv ? w.row_max[k] * kLn2 : w.row_max[k];
-      write_row(r, task.row_begin + k, values, max_term + std::log(w.row_sum[k]));
+      write_row(rq, task.row_begin + k, values, max_term + std::log(w.row_sum[k]));
     }
   }
 
@@ -340,13 +406,16 @@ class ReferenceDecoder {
   // the weight e4m3(256 p) / 256. Every base change is a power of two, so the weights equal the
   // kernel's whatever its tiles and splits (up to e4m3 subnormals, p < 2^-14).
   void fp8_weights(RowScratch& w, int k, int64_t first, int count) const {
-    const int n = static_cast<int>(std::clamp<int64_t>(w.visible[k] - first, 0, count));
+    bool vis[kPageSize];
+    for (int t = 0; t < kPageSize; ++t) vis[t] = t < count && w.visible(k, first + t);
     double* s = &w.scores[k * kPageSize];
     const double scale_log2 = static_cast<double>(args_.softmax_scale) * kLog2e;
     double page_max = -kInf;
-    for (int t = 0; t < n; ++t) {
+    for (int t = 0; t < kPageSize; ++t) {
+      if (!vis[t]) continue;
       s[t] *= scale_log2;
       page_max = std::max(page_max, s[t]);
+      ++w.seen[k];
     }
     const double base = std::max(w.row_max[k], std::ceil(page_max));
     if (base > w.row_max[k]) {
@@ -356,7 +425,7 @@ class ReferenceDecoder {
       w.row_max[k] = base;
     }
     for (int t = 0; t < kPageSize; ++t) {
-      const double p = t < n ? std::exp2(s[t] - w.row_max[k]) : 0.0;
+      const double p = vis[t] ? std::exp2(s[t] - w.row_max[k]) : 0.0;
       w.row_sum[k] += p;
       s[t] = static_cast<double>(fp8::e4m3_to_float(fp8::e4m3_from_float(static_cast<float>(256.0 * p)))) / 256.0;
     }
@@ -383,14 +452,19 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) 
   if (math != Fp8Math::kOff && (math != Fp8Math::kQkAndPv || shape.kv_format != KVFormat::kFP8E4M3))
     throw Error(Status::kInvalidArgument, std::string("math: expected kOff, or kQkAndPv with an fp8_e4m3 cache, got ") +
                                               fp8_math_name(math) + " with " + kv_format_name(shape.kv_format));
-  const int rows = shape.q_len * shape.num_heads;
   const ReferenceDecoder decoder(args, shape, math);
   unsigned errors = kDeviceErrorNone;
   std::vector<DecodeTask> tasks;
   for (int r = 0; r < shape.batch_size; ++r) {
-    if (const unsigned bad = decoder.guard(r)) {  // device guard: NaN rows, an error bit, no exception
+    const RequestQueries rq = decoder.queries(r);
+    if (rq.malformed) {  // its rows are unknown: nothing is written
+      errors |= kDeviceErrorQueryOffsets;
+      continue;
+    }
+    const int rows = rq.count * shape.num_heads;
+    if (const unsigned bad = decoder.guard(r, rq)) {  // device guard: NaN rows, an error bit, no exception
       errors |= bad;
-      for (int row = 0; row < rows; ++row) decoder.write_row(r, row, nullptr, kNaN);
+      for (int row = 0; row < rows; ++row) decoder.write_row(rq, row, nullptr, kNaN);
       continue;
     }
     for (int begin = 0; begin < rows; begin += kRowsPerTask) tasks.push_back({r, begin, std::min(rows, begin + kRowsPerTask)});

@@ -65,7 +65,7 @@ TEST(Buckets, PowersOfTwoThenMax) {
 TEST(ForwardPlanner, CapacityValidation) {
   expect_error([] { ForwardPlanner p(ForwardCapacity{0, 4, 1, 1}); }, "max_batch");
   expect_error([] { ForwardPlanner p(ForwardCapacity{4, 0, 1, 1}); }, "max_pages_per_request");
-  expect_error([] { ForwardPlanner p(ForwardCapacity{4, 4, 17, 1}); }, "max_q_len: expected in [1, 16]");
+  expect_error([] { ForwardPlanner p(ForwardCapacity{4, 4, 129, 1}); }, "max_q_len: expected in [1, 128]");
   expect_error([] { ForwardPlanner p(ForwardCapacity{4, 4, 1, 0}); }, "max_steps");
 }
 

@@ -80,20 +80,30 @@ std::vector<BadInput> bad_inputs() {
   return {
       // ---- DecodeShape
       {"batch_size_zero", Entry::kDecodeShape, [](F& f) { f.shape.batch_size = 0; }, kInvalid, {"shape.batch_size", "got 0"}},
-      {"q_len_17", Entry::kDecodeShape, [](F& f) { f.shape.q_len = 17; }, kInvalid, {"shape.q_len", "[1, 16]", "got 17"}},
+      {"q_len_129", Entry::kDecodeShape, [](F& f) { f.shape.q_len = 129; }, kInvalid, {"shape.q_len", "[1, 128]", "got 129"}},
+      {"tree_q_len_65", Entry::kDecodeShape,
+       [](F& f) {
+         f.shape.q_len = 65;
+         f.shape.tree_mask = TreeMask::kShared;
+       },
+       kInvalid, {"shape.q_len", "[1, 64]", "tree mask", "got 65"}},
+      {"packed_mask_uniform", Entry::kDecodeShape, [](F& f) { f.shape.tree_mask = TreeMask::kPacked; }, kInvalid,
+       {"shape.tree_mask", "kPacked needs ragged", "got packed"}},
+      {"query_layout_out_of_enum", Entry::kDecodeShape, [](F& f) { f.shape.query_layout = static_cast<QueryLayout>(5); },
+       kInvalid, {"shape.query_layout", "QueryLayout(5)"}},
       {"q_len_zero", Entry::kDecodeArgs, [](F& f) { f.shape.q_len = 0; }, kInvalid, {"shape.q_len", "got 0"}},
       {"num_heads_12", Entry::kDecodeShape, [](F& f) { f.shape.num_heads = 12; }, kInvalid, {"shape.num_heads", "got 12"}},
       {"q_dtype_float32", Entry::kDecodeShape, [](F& f) { f.shape.q_dtype = DType::kFloat32; }, kInvalid,
        {"shape.q_dtype", "got float32"}},
       {"kv_format_out_of_enum", Entry::kDecodeShape, [](F& f) { f.shape.kv_format = static_cast<KVFormat>(9); }, kInvalid,
        {"shape.kv_format", "9"}},
-      // ---- reserved arguments
-      {"q_indptr_defined", Entry::kDecodeArgs,
-       [](F& f) { f.args.q_indptr = make_tensor(f.seqlens.data(), DType::kInt32, {3}); }, Status::kUnsupported,
-       {"q_indptr", "reserved for ragged queries / tree masks", "[3]"}},
-      {"mask_defined", Entry::kReferenceDecode,
-       [](F& f) { f.args.mask = make_tensor(f.seqlens.data(), DType::kInt32, {2, 1}); }, Status::kUnsupported,
-       {"mask", "reserved for ragged queries / tree masks", "[2, 1]"}},
+      // ---- arguments of other query layouts and masks
+      {"q_indptr_with_uniform_queries", Entry::kDecodeArgs,
+       [](F& f) { f.args.q_indptr = make_tensor(f.seqlens.data(), DType::kInt32, {3}); }, kInvalid,
+       {"q_indptr", "undefined view with uniform queries", "[3]"}},
+      {"mask_without_tree", Entry::kReferenceDecode,
+       [](F& f) { f.args.mask = make_tensor(f.seqlens.data(), DType::kInt32, {2, 1}); }, kInvalid,
+       {"mask", "without a tree mask", "[2, 1]"}},
       // ---- q
       {"q_undefined", Entry::kDecodeArgs, [](F& f) { f.args.q = TensorView(); }, kInvalid, {"q:", "undefined"}},
       {"q_on_cuda", Entry::kDecodeArgs, [](F& f) { f.args.q.device = DeviceType::kCUDA; }, kInvalid, {"q:", "cuda:0"}},

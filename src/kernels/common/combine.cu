@@ -93,7 +93,8 @@ __device__ __forceinline__ bool group_request(const DecodeParams& p, int g, bool
 }
 
 template <typename T, int kF, bool kFp16>
-__device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, const RequestSplit& split, int tile) {
+__device__ __forceinline__ void combine_tile(const DecodeParams& p, const RequestQueries& rq, const RequestSplit& split,
+                                             int tile) {
   using S = TileShape<kF>;
   constexpr int kLanes = S::kLanes, kVec = S::kVec, kUnroll = S::kUnroll, kTpr = S::kThreadsPerRow;
 
@@ -103,7 +104,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   const int c = rem % kTpr;
   const int chunk = tile % S::kChunks;
   const int row = (tile / S::kChunks) * S::kRows + rem / kTpr;
-  const bool row_ok = row < p.rows;  // false only in the last tile of a multi-row shape
+  const bool row_ok = row < rq.rows;  // false only past the request's rows (the last tile; ragged requests)
   const int col4 = chunk * S::kCols4 + c;  // first column group; then + v * kTpr
 
   const int n = split.num_splits;
@@ -217,7 +218,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   if (writer) {
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     const auto [qi, head] = query_row(p, row);
-    T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+    T* out = static_cast<T*>(p.out) + out_offset(p, rq.base, qi, head);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int col = (col4 + v * kTpr) * 4;
@@ -227,7 +228,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
       *reinterpret_cast<uint2*>(out + col) = packed;
     }
     if (chunk == 0 && c == 0) {
-      p.lse[lse_offset(p, req, qi, head)] =
+      p.lse[lse_offset(p, rq.base, qi, head)] =
           has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
     }
   }
@@ -239,7 +240,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // request exits while the decode still runs (whole-request plans, large batches: the wait and the loads
 // after the decode would add microseconds to every call). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
-template <typename T, int kF, bool kFp16>
+// kRagged: ragged queries (request_queries); a request with a malformed offset pair is not written.
+template <typename T, int kF, bool kFp16, bool kRagged>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
     combine_kernel(DecodeParams p, int num_groups) {
   const bool by_part = num_groups < p.batch;
@@ -252,7 +254,9 @@ __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
       wait_for_preceding_grids();  // the partials come from the decode kernel
       waited = true;
     }
-    combine_tile<T, kF, kFp16>(p, req, split, blockIdx.x);
+    const RequestQueries rq = request_queries<kRagged>(p, req);
+    if (rq.malformed) continue;  // uniform over the CTA
+    combine_tile<T, kF, kFp16>(p, rq, split, blockIdx.x);
   }
   if (!waited && blockIdx.x == 0 && blockIdx.y == 0) wait_for_preceding_grids();
 }
@@ -262,7 +266,8 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  auto* kernel = p.fp16_partials ? combine_kernel<T, kF, true> : combine_kernel<T, kF, false>;
+  auto* kernel = p.q_indptr ? (p.fp16_partials ? combine_kernel<T, kF, true, true> : combine_kernel<T, kF, false, true>)
+                            : (p.fp16_partials ? combine_kernel<T, kF, true, false> : combine_kernel<T, kF, false, false>);
   return launch_kernel(kernel, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
 }
 

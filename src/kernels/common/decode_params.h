@@ -52,6 +52,16 @@ struct DecodeParams {
   float* lse_partial;      // [slots, rows]
   bool fp16_partials;
   unsigned* error_word;
+
+  // Ragged queries (QueryLayout::kRagged; nullptr = uniform): request r's tokens are the packed rows
+  // q_indptr[r] .. q_indptr[r+1] - 1 of [total_q, ...] tensors. q_len is then the most tokens a request may have,
+  // rows = q_len * h_q the most rows, and each b-stride above equals its s-stride, so the offset functions
+  // (segment.cuh) take a request's first packed token where they take the request index of uniform queries.
+  const int* q_indptr;
+  int total_q;
+  // Tree mask rows (TreeMask; mask_kind 0 = none): one 64-bit word per query token, bit j = sees draft token j.
+  const uint64_t* mask;
+  int mask_kind;
 };
 
 }  // namespace openmla::kernels

@@ -32,6 +32,64 @@ __device__ __forceinline__ float row_lse(float max_term, float l) {
   return l > 0.f ? max_term + logf(l) : (l == 0.f ? -INFINITY : NAN);
 }
 
+// A request's query tokens. base: what the offset functions above take for the request (uniform: its index;
+// ragged: its first packed token, the b-strides being the token strides); count tokens, rows = count * h_q.
+// A malformed ragged offset pair leaves the request without rows (nothing of it is written) and flags it.
+struct RequestQueries {
+  int base;
+  int count;
+  int rows;
+  bool malformed;
+};
+
+template <bool kRagged>
+__device__ __forceinline__ RequestQueries request_queries(const DecodeParams& p, int req) {
+  if constexpr (!kRagged) {
+    return {req, p.q_len, p.rows, false};
+  } else {
+    const int begin = p.q_indptr[req], end = p.q_indptr[req + 1];
+    if (begin < 0 || end < begin || end > p.total_q || end - begin > p.q_len) return {0, 0, 0, true};
+    return {begin, end - begin, (end - begin) * p.num_heads, false};
+  }
+}
+
+// The keys a query row sees: [0, prefix), and prefix + j < limit for each set bit j of draft (a tree mask's row;
+// 0 otherwise, with limit = prefix). For the kernels' general-query variant (ragged queries, tree masks).
+struct KeyWindow {
+  int prefix;
+  int limit;
+  uint64_t draft;
+
+  __device__ __forceinline__ bool sees(int key) const {
+    const unsigned j = static_cast<unsigned>(key - prefix);
+    return key < prefix || (key < limit && j < 64u && ((draft >> (j & 63u)) & 1u));
+  }
+};
+
+// Row `row` (token * h_q + head) of a request with `rq` queries and `seqlen` keys. A row past the request's
+// rows sees nothing (and reads no mask word).
+__device__ __forceinline__ KeyWindow key_window(const DecodeParams& p, const RequestQueries& rq, int req, int seqlen,
+                                                int row) {
+  if (row >= rq.rows) return {0, 0, 0};
+  const int token = row >> (__ffs(p.num_heads) - 1);
+  if (p.mask_kind != 0) {
+    const int64_t word = p.mask_kind == 1 ? token : p.mask_kind == 2 ? static_cast<int64_t>(req) * p.q_len + token
+                                                                      : static_cast<int64_t>(rq.base) + token;
+    const uint64_t bits = rq.count >= 64 ? ~uint64_t{0} : (uint64_t{1} << rq.count) - 1;
+    return {seqlen - rq.count, seqlen, p.mask[word] & bits};
+  }
+  const int limit = p.causal && rq.count > 1 ? seqlen - rq.count + 1 + token : seqlen;
+  return {limit, limit, 0};
+}
+
+// Whether a tile of keys from first_key on can hold a key some row does not see (below the draft region every
+// row sees every key).
+__device__ __forceinline__ bool window_needs_mask(const DecodeParams& p, const RequestQueries& rq, int seqlen,
+                                                  int end_key) {
+  const bool masked = p.mask_kind != 0 || (p.causal && rq.count > 1);
+  return end_key > seqlen - (masked ? rq.count : 0);
+}
+
 // Validity of a request for this call; returns DeviceErrorBits (0 = fine).
 __device__ __forceinline__ unsigned check_request(const DecodeParams& p, int seqlen, int planned) {
   if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
@@ -61,6 +119,20 @@ __device__ __forceinline__ int key_limit(const DecodeParams& p, int seqlen, int 
   return seqlen - p.q_len + 1 + (token < p.q_len - 1 ? token : p.q_len - 1);
 }
 
+// The general-query form (ragged queries, tree masks): the query-length check uses the request's own count, a
+// tree mask places the tokens like a causal chain, and a malformed offset pair covers no block.
+__device__ __forceinline__ unsigned check_request_queries(const DecodeParams& p, const RequestQueries& rq,
+                                                          int seqlen, int planned) {
+  if (rq.malformed) return kDeviceErrorQueryOffsets;
+  if (seqlen < 0) return kDeviceErrorNegativeSeqlen;
+  if (static_cast<int64_t>(seqlen) > static_cast<int64_t>(p.max_pages) * kSegmentPageTokens)
+    return kDeviceErrorSeqlenBeyondTable;
+  const bool masked = p.mask_kind != 0 || p.causal;
+  if (masked && rq.count > 1 && seqlen > 0 && seqlen < rq.count) return kDeviceErrorSeqlenBelowQueryLen;
+  if (planned != (seqlen + kSegmentPageTokens - 1) / kSegmentPageTokens) return kDeviceErrorPlanMismatch;
+  return 0;
+}
+
 struct Segment {
   int req;
   int seqlen;
@@ -71,12 +143,14 @@ struct Segment {
   int partial_slot;  // otherwise: this part's partial slot
 };
 
-__device__ __forceinline__ Segment make_segment(const DecodeParams& p, const SplitPart& part, int part_idx, int req) {
+// rq: the request's queries for the general-query form (check_request_queries); nullptr: uniform (check_request).
+__device__ __forceinline__ Segment make_segment(const DecodeParams& p, const SplitPart& part, int part_idx, int req,
+                                                const RequestQueries* rq = nullptr) {
   const RequestSplit split = p.splits[req];
   Segment s;
   s.req = req;
   s.seqlen = p.seqlens[req];
-  s.errors = check_request(p, s.seqlen, split.blocks);
+  s.errors = rq ? check_request_queries(p, *rq, s.seqlen, split.blocks) : check_request(p, s.seqlen, split.blocks);
   const int block_begin = req == part.begin_req ? part.begin_block : 0;
   const int block_end = req == part.end_req ? part.end_block : (split.blocks > 0 ? split.blocks : 1);
   const int seq_blocks = s.seqlen > 0 ? (s.seqlen + kSegmentPageTokens - 1) / kSegmentPageTokens : 0;

@@ -37,16 +37,17 @@
 
 namespace openmla::kernels::portable {
 
-// Q rows of this m-tile into shared memory (rows past s_q*h_q are zero).
+// Q rows of this m-tile into shared memory (rows past the request's `rows` are zero). q_base: the request's
+// argument of q_offset (RequestQueries::base).
 template <class Cfg, typename T>
-__device__ __forceinline__ void load_q(const DecodeParams& p, int req, int m_tile, T* sq) {
+__device__ __forceinline__ void load_q(const DecodeParams& p, int q_base, int rows, int m_tile, T* sq) {
   const char* q = static_cast<const char*>(p.q);
   for (int i = threadIdx.x; i < Cfg::M * kRowChunks; i += Cfg::kThreads) {
     const int r = i / kRowChunks, c = i % kRowChunks;
     const int row = m_tile * Cfg::M + r;
-    const bool valid = row < p.rows;
+    const bool valid = row < rows;
     const auto [qi, head] = query_row(p, valid ? row : 0);
-    const char* src = q + q_offset(p, req, qi, head) * 2 + c * kChunkBytes;
+    const char* src = q + q_offset(p, q_base, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
   }
 }
@@ -282,7 +283,9 @@ __device__ __forceinline__ bool store_softmax_weights(const float (&s)[Cfg::kQkK
   return x_max_lo > limit_lo || x_max_hi > limit_hi;
 }
 
-template <class Cfg, typename T, int kKind>
+// kGeneral: the general-query variant (ragged queries, tree masks; segment.cuh RequestQueries / KeyWindow). The
+// uniform variant's code is the same with rows = p.rows and the causal limits of key_limit.
+template <class Cfg, typename T, int kKind, bool kGeneral>
 __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) portable_decode_kernel(const DecodeParams p) {
   using Math = MathType<T, kKind>;
   using Smem = SharedStorage<Cfg, Math, kKind>;
@@ -302,7 +305,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
   constexpr int kTilesPerBlock = kPageTokens / Cfg::N;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
-    const Segment seg = make_segment(p, part, part_idx, req);
+    const RequestQueries rq = request_queries<kGeneral>(p, req);
+    const Segment seg = make_segment(p, part, part_idx, req, kGeneral ? &rq : nullptr);
+    if constexpr (kGeneral) {
+      // An m-tile past the request's rows has nothing to compute or write (CTA-uniform).
+      if (m_tile * Cfg::M >= rq.rows) {
+        if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
+        continue;
+      }
+    }
+    const int rows = kGeneral ? rq.rows : p.rows;
+    const int q_base = kGeneral ? rq.base : req;
     const int seqlen = seg.seqlen;
     const unsigned bad_request = seg.errors;
     const int seq_tiles = seqlen > 0 ? (seqlen + Cfg::N - 1) / Cfg::N : 0;
@@ -334,9 +347,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     int q_shift = 0;
     if (tile_begin < tile_end) {
       if constexpr (kQuantized) {
-        q_shift = load_q_permuted<Cfg, T, Math>(p, req, m_tile, sm.q, sm.q_amax);
+        q_shift = load_q_permuted<Cfg, T, Math>(p, q_base, rows, m_tile, sm.q, sm.q_amax);
       } else {
-        load_q<Cfg, T>(p, req, m_tile, sm.q);
+        load_q<Cfg, T>(p, q_base, rows, m_tile, sm.q);
       }
     }
     const float score_scale = p.softmax_scale * exp2f(static_cast<float>(q_shift));
@@ -379,8 +392,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       }
       const int key0 = tile * Cfg::N + qk_n * Cfg::kQkKeys;
       const int row_lo = qk_m * 16 + g, row_hi = row_lo + 8;
+      if constexpr (kGeneral) {
+        // Keys a row may see: its KeyWindow (prefix, then its causal limit or tree-mask bits).
+        if (window_needs_mask(p, rq, seqlen, (tile + 1) * Cfg::N)) {
+          const KeyWindow w_lo = key_window(p, rq, req, seqlen, m_tile * Cfg::M + row_lo);
+          const KeyWindow w_hi = key_window(p, rq, req, seqlen, m_tile * Cfg::M + row_hi);
+#pragma unroll
+          for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+            const int k = key0 + t * 8 + 2 * c;
+            if (!w_lo.sees(k)) s[t][0] = -INFINITY;
+            if (!w_lo.sees(k + 1)) s[t][1] = -INFINITY;
+            if (!w_hi.sees(k)) s[t][2] = -INFINITY;
+            if (!w_hi.sees(k + 1)) s[t][3] = -INFINITY;
+          }
+        }
+      }
       // Keys a row may see: all < seqlen; causal rows (token qi) only <= seqlen - s_q + qi.
-      const bool needs_mask = (tile + 1) * Cfg::N > seqlen - (p.causal ? p.q_len : 0);
+      const bool needs_mask = !kGeneral && (tile + 1) * Cfg::N > seqlen - (p.causal ? p.q_len : 0);
       if (needs_mask) {
         const int limit_lo = key_limit(p, seqlen, m_tile * Cfg::M + row_lo);
         const int limit_hi = key_limit(p, seqlen, m_tile * Cfg::M + row_hi);
@@ -511,7 +539,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < p.rows;
+          const bool in_tile = row < rows;
           const float inv = row_factor(local_row);
           const size_t prow = partial_row_index(partial_slot, p.rows, row);
           uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV;
@@ -558,14 +586,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < p.rows;
+          const bool in_tile = row < rows;
           if constexpr (!kPortableWholeSectorOutput<Cfg>) {
             if (!in_tile) continue;  // no shuffles below
           }
           const float inv = row_factor(local_row);
           // Whole sectors: every lane shuffles, only the stores test the row.
           const auto [qi, head] = query_row(p, in_tile ? row : 0);
-          T* out = static_cast<T*>(p.out) + out_offset(p, req, qi, head);
+          T* out = static_cast<T*>(p.out) + out_offset(p, q_base, qi, head);
           if constexpr (kQuantized) {
             // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim), lanes c and c ^ 1 adjacent.
 #pragma unroll
@@ -601,12 +629,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     }
     if (tid < Cfg::M) {
       const int row = m_tile * Cfg::M + tid;
-      if (row < p.rows) {
+      if (row < rows) {
         const float l = sm.row_sum[cur][tid];
         const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {
           const auto [qi, head] = query_row(p, row);
-          p.lse[lse_offset(p, req, qi, head)] = lse;
+          p.lse[lse_offset(p, q_base, qi, head)] = lse;
         } else {
           p.lse_partial[partial_row_index(partial_slot, p.rows, row)] = lse;
         }

@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/common/dispatch.cuh"
 #include "kernels/portable/decode/tiles.h"
 
@@ -11,19 +13,21 @@ namespace openmla::kernels::portable {
 namespace {
 
 template <class Cfg, class Fn>
-cudaError_t with_kind(KVFormat format, bool q_is_bf16, Fn&& fn) {
-  return with_query_and_kind(format, q_is_bf16, [&](auto t, auto kind) { return fn(Cfg{}, t, kind); });
+cudaError_t with_kind(const LaunchConfig& c, Fn&& fn) {
+  return with_query_and_kind(c.kv_format, c.q_is_bf16, [&](auto t, auto kind) {
+    if (c.general_queries) return fn(Cfg{}, t, kind, std::true_type{});
+    return fn(Cfg{}, t, kind, std::false_type{});
+  });
 }
 
-// Calls fn(Cfg{}, T{}, kind) for the config's instantiation.
+// Calls fn(Cfg{}, T{}, kind, general) for the config's instantiation.
 template <class Fn>
 cudaError_t with_kernel(const LaunchConfig& c, Fn&& fn) {
   switch (c.tile) {
-    case PortableTile::kRows16Tokens64: return with_kind<TileRows16Tokens64>(c.kv_format, c.q_is_bf16, fn);
-    case PortableTile::kRows64Tokens64: return with_kind<TileRows64Tokens64>(c.kv_format, c.q_is_bf16, fn);
-    case PortableTile::kRows64Tokens32: return with_kind<TileRows64Tokens32>(c.kv_format, c.q_is_bf16, fn);
-    case PortableTile::kRows16Tokens32Warps4:
-      return with_kind<TileRows16Tokens32Warps4>(c.kv_format, c.q_is_bf16, fn);
+    case PortableTile::kRows16Tokens64: return with_kind<TileRows16Tokens64>(c, fn);
+    case PortableTile::kRows64Tokens64: return with_kind<TileRows64Tokens64>(c, fn);
+    case PortableTile::kRows64Tokens32: return with_kind<TileRows64Tokens32>(c, fn);
+    case PortableTile::kRows16Tokens32Warps4: return with_kind<TileRows16Tokens32Warps4>(c, fn);
     case PortableTile::kAuto: break;
   }
   return cudaErrorInvalidValue;
@@ -32,18 +36,20 @@ cudaError_t with_kernel(const LaunchConfig& c, Fn&& fn) {
 }  // namespace
 
 cudaError_t prepare_decode(const LaunchConfig& config, int* resident_ctas_per_sm) {
-  return with_kernel(config, [&](auto cfg, auto t, auto kind) {
+  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto general) {
     using Cfg = decltype(cfg);
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    if (const cudaError_t e = prepare_portable_decode_kernel<Cfg, T, kKind>(); e != cudaSuccess) return e;
-    return portable_decode_occupancy<Cfg, T, kKind>(resident_ctas_per_sm);
+    constexpr bool kGeneral = decltype(general)::value;
+    if (const cudaError_t e = prepare_portable_decode_kernel<Cfg, T, kKind, kGeneral>(); e != cudaSuccess) return e;
+    return portable_decode_occupancy<Cfg, T, kKind, kGeneral>(resident_ctas_per_sm);
   });
 }
 
 cudaError_t launch_decode(const DecodeParams& p, const LaunchConfig& config, bool programmatic, cudaStream_t stream) {
-  return with_kernel(config, [&](auto cfg, auto t, auto kind) {
-    return run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value>(p, programmatic, stream);
+  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto general) {
+    return run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value, decltype(general)::value>(
+        p, programmatic, stream);
   });
 }
 

@@ -73,6 +73,7 @@ LaunchConfig choose_launch(const DecodeShape& shape, const DeviceFacts& device,
                    kv_format_name(shape.kv_format), ", device has ", device.max_smem_per_block);
   }
   c.rows_per_cta = tile_info(c.tile).rows;
+  c.general_queries = shape.query_layout != QueryLayout::kUniform || shape.tree_mask != TreeMask::kNone;
   c.smem_bytes = tile_smem_bytes(c.tile, shape.kv_format);
   c.split = SplitTuning{kMinUnitsPerPart, 0, kRequestOverheadUnits};
   return c;

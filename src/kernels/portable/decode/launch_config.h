@@ -34,6 +34,8 @@ struct LaunchConfig {
   KVFormat kv_format = KVFormat::kBF16;
   bool q_is_bf16 = true;
   int rows_per_cta = 0;  // tile_info(tile).rows
+  // The kernel's general-query variant: ragged queries or a tree mask (DecodeShape::query_layout, tree_mask).
+  bool general_queries = false;
   size_t smem_bytes = 0;
   SplitTuning split;     // the planner's arguments for this kernel
 };
