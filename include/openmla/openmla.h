@@ -7,5 +7,6 @@
 #include "openmla/kv_format.h"
 #include "openmla/reference.h"
 #include "openmla/tensor.h"
+#include "openmla/tree_mask.h"
 #include "openmla/version.h"
 #include "openmla/write_kv.h"

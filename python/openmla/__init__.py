@@ -9,7 +9,8 @@
 
 Tensors come through DLPack (PyTorch, CuPy, JAX, NumPy) and are never copied; the GPU entry points
 take CUDA tensors. openmla.reference runs the exact CPU oracle on host arrays; openmla.fp8 holds
-the host codecs; openmla.flash_mla is a drop-in for FlashMLA's Python interface.
+the host codecs; openmla.tree builds tree-mask rows and ragged offsets for speculative verify;
+openmla.flash_mla is a drop-in for FlashMLA's Python interface.
 
 Errors: ValueError for a bad argument (the message names it, e.g. "kv_latent: expected a CUDA
 tensor, got a NumPy array"), TypeError for a wrong dtype or a non-tensor, NotImplementedError for
@@ -30,6 +31,7 @@ from ._C import (
     HEAD_DIM_V,
     MAX_POOL_PAGES,
     MAX_QUERY_LEN,
+    MAX_TREE_QUERY_LEN,
     PAGE_SIZE,
     ROPE_DIM,
     Backend,
@@ -42,12 +44,14 @@ from ._C import (
     PagePool,
     PoolExhausted,
     PoolStats,
+    QueryLayout,
+    TreeMask,
     describe_device_errors,
     kv_bytes_per_token,
     page_stride_bytes,
     pages_for_budget,
 )
-from . import _frameworks, fp8, reference
+from . import _frameworks, fp8, reference, tree
 from ._errors import DeviceError
 from .api import Decoder, decode, view_as, write_kv
 
@@ -71,12 +75,15 @@ __all__ = [
     "KVFormat",
     "MAX_POOL_PAGES",
     "MAX_QUERY_LEN",
+    "MAX_TREE_QUERY_LEN",
     "PAGE_SIZE",
     "PageCopy",
     "PagePool",
     "PoolExhausted",
     "PoolStats",
+    "QueryLayout",
     "ROPE_DIM",
+    "TreeMask",
     "decode",
     "describe_device_errors",
     "fp8",
@@ -84,6 +91,7 @@ __all__ = [
     "page_stride_bytes",
     "pages_for_budget",
     "reference",
+    "tree",
     "view_as",
     "write_kv",
 ]

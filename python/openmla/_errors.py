@@ -23,7 +23,7 @@ class DeviceError(enum.IntFlag):
     NEGATIVE_SEQLEN = _C.DEVICE_ERROR_NEGATIVE_SEQLEN
     #: cache_seqlens[r] > max_pages * 64 (more positions than the block-table row holds).
     SEQLEN_BEYOND_TABLE = _C.DEVICE_ERROR_SEQLEN_BEYOND_TABLE
-    #: causal, s_q > 1 and 0 < cache_seqlens[r] < s_q.
+    #: causal or a tree mask, n > 1 query tokens and 0 < cache_seqlens[r] < n.
     SEQLEN_BELOW_QUERY_LEN = _C.DEVICE_ERROR_SEQLEN_BELOW_QUERY_LEN
     #: a block-table entry a request reads is outside [0, num_pages).
     PAGE_ID_OUT_OF_RANGE = _C.DEVICE_ERROR_PAGE_ID_OUT_OF_RANGE
@@ -31,6 +31,9 @@ class DeviceError(enum.IntFlag):
     SLOT_OUT_OF_RANGE = _C.DEVICE_ERROR_SLOT_OUT_OF_RANGE
     #: run() saw another cache_seqlens tensor than the plan() it follows.
     PLAN_MISMATCH = _C.DEVICE_ERROR_PLAN_MISMATCH
+    #: ragged q_indptr negative, decreasing, past total_q, or a request with more than q_len tokens
+    #: (its rows are not written).
+    QUERY_OFFSETS = _C.DEVICE_ERROR_QUERY_OFFSETS
 
 
 def as_device_error(word: int) -> DeviceError:

@@ -10,7 +10,7 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from . import _C
-from ._C import Backend, DType, Fp8Math, KVFormat
+from ._C import Backend, DType, Fp8Math, KVFormat, QueryLayout, TreeMask
 
 _DTYPE_NAMES = {
     "bfloat16": DType.bfloat16,
@@ -97,6 +97,27 @@ def as_fp8_math(value: Any) -> Fp8Math:
     if isinstance(value, str) and value in ("off", "qk_and_pv"):
         return Fp8Math[value]
     raise ValueError(f"fp8_math: expected 'off', 'qk_and_pv' or an openmla.Fp8Math, got {value!r}")
+
+
+def as_query_layout(value: Any) -> QueryLayout:
+    """QueryLayout from a QueryLayout or 'uniform' / 'ragged'."""
+    if isinstance(value, QueryLayout):
+        return value
+    if isinstance(value, str) and value in ("uniform", "ragged"):
+        return QueryLayout[value]
+    raise ValueError(f"query_layout: expected 'uniform', 'ragged' or an openmla.QueryLayout, got {value!r}")
+
+
+def as_tree_mask(value: Any) -> TreeMask:
+    """TreeMask from a TreeMask or 'none' / 'shared' / 'per_request' / 'packed' (None: TreeMask.none)."""
+    if value is None:
+        return TreeMask.none
+    if isinstance(value, TreeMask):
+        return value
+    if isinstance(value, str) and value in ("none", "shared", "per_request", "packed"):
+        return TreeMask[value]
+    raise ValueError(
+        f"tree_mask: expected 'none', 'shared', 'per_request', 'packed' or an openmla.TreeMask, got {value!r}")
 
 
 def as_float(value: Any, name: str) -> float:

@@ -10,16 +10,18 @@ Eager calls do not go through the dispatcher: the operators add host time that a
 does not need.
 
     torch.ops.openmla.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal,
-                             kv_format, kv_scale, backend, num_parts) -> (out, lse)
-    torch.ops.openmla.decode_out(..., out, lse)                 # writes out and lse
+                             kv_format, kv_scale, backend, num_parts,
+                             q_indptr=None, mask=None, tree_mask=None, q_len=0) -> (out, lse)
+    torch.ops.openmla.decode_out(..., num_parts, out, lse, q_indptr=None, ...)   # writes out and lse
     torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace)
     torch.ops.openmla.decoder_plan(decoder_id, cache_seqlens, workspace)
     torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
-                                  softmax_scale, out, lse, workspace, kv_scale)
+                                  softmax_scale, out, lse, workspace, kv_scale, q_indptr=None, mask=None)
     torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
                                              softmax_scale, causal, is_fp8_kvcache) -> (out, lse)
 
-kv_format and backend travel by name (None: inferred from the cache). decoder_id names an
+kv_format, backend and tree_mask travel by name (None: inferred from the cache / the mask); q_len 0 =
+None (decode's ragged default); with q_indptr the outputs are [total_q, h_q, ...]. decoder_id names an
 openmla.Decoder (its _id). Registered once, when OpenMLA first sees torch imported; a torch
 without torch.library.custom_op (older than 2.4) gets none.
 """
@@ -50,25 +52,30 @@ def register() -> None:
     @custom_op("openmla::decode", mutates_args=())
     def decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
                softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
-               num_parts: int) -> Tuple[torch.Tensor, torch.Tensor]:
+               num_parts: int, q_indptr: Optional[torch.Tensor] = None, mask: Optional[torch.Tensor] = None,
+               tree_mask: Optional[str] = None, q_len: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
         return api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
-                          kv_scale=kv_scale, backend=backend, num_parts=num_parts)
+                          kv_scale=kv_scale, backend=backend, num_parts=num_parts, q_indptr=q_indptr, mask=mask,
+                          tree_mask=tree_mask, q_len=q_len or None)
 
     @decode.register_fake
-    def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts):
-        b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
-        return q.new_empty((b, s_q, h_q, HEAD_DIM_V)), q.new_empty((b, s_q, h_q), dtype=torch.float32)
+    def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts,
+          q_indptr=None, mask=None, tree_mask=None, q_len=0):
+        dims = (q.shape[0], q.shape[1]) if q_indptr is not None else (q.shape[0], q.shape[1], q.shape[2])
+        return q.new_empty((*dims, HEAD_DIM_V)), q.new_empty(dims, dtype=torch.float32)
 
     @custom_op("openmla::decode_out", mutates_args=("out", "lse"))
     def decode_out(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
                    softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
-                   num_parts: int, out: torch.Tensor, lse: torch.Tensor) -> None:
+                   num_parts: int, out: torch.Tensor, lse: torch.Tensor, q_indptr: Optional[torch.Tensor] = None,
+                   mask: Optional[torch.Tensor] = None, tree_mask: Optional[str] = None, q_len: int = 0) -> None:
         api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
-                   kv_scale=kv_scale, out=out, lse=lse, backend=backend, num_parts=num_parts)
+                   kv_scale=kv_scale, out=out, lse=lse, backend=backend, num_parts=num_parts, q_indptr=q_indptr,
+                   mask=mask, tree_mask=tree_mask, q_len=q_len or None)
 
     @decode_out.register_fake
     def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts,
-          out, lse):
+          out, lse, q_indptr=None, mask=None, tree_mask=None, q_len=0):
         return None
 
     @custom_op("openmla::write_kv", mutates_args=("kv_cache", "workspace"))
@@ -91,12 +98,14 @@ def register() -> None:
     @custom_op("openmla::decoder_run", mutates_args=("out", "lse", "workspace"))
     def decoder_run(decoder_id: int, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
                     cache_seqlens: torch.Tensor, softmax_scale: float, out: torch.Tensor, lse: torch.Tensor,
-                    workspace: torch.Tensor, kv_scale: float) -> None:
+                    workspace: torch.Tensor, kv_scale: float, q_indptr: Optional[torch.Tensor] = None,
+                    mask: Optional[torch.Tensor] = None) -> None:
         _decoder(decoder_id).run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out=out, lse=lse,
-                                 kv_scale=kv_scale)
+                                 kv_scale=kv_scale, q_indptr=q_indptr, mask=mask)
 
     @decoder_run.register_fake
-    def _(decoder_id, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, kv_scale):
+    def _(decoder_id, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, kv_scale,
+          q_indptr=None, mask=None):
         return None
 
     @custom_op("openmla::flash_mla_with_kvcache", mutates_args=())

@@ -14,7 +14,7 @@ import weakref
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _C
-from ._C import DecodePlan, DecodeShape, DType, KVFormat
+from ._C import DecodePlan, DecodeShape, DType, KVFormat, QueryLayout, TreeMask
 from ._errors import DeviceError, as_device_error
 from ._frameworks import (
     as_backend,
@@ -22,6 +22,8 @@ from ._frameworks import (
     as_float,
     as_fp8_math,
     as_kv_format,
+    as_query_layout,
+    as_tree_mask,
     compiling,
     cuda_device_index,
     empty_like,
@@ -49,13 +51,30 @@ def view_as(tensor: Any, dtype: Any) -> _C.Reinterpreted:
     return _C.Reinterpreted(tensor, as_dtype(dtype, "dtype"))
 
 
+def _token_dims(q: Any, shape: DecodeShape) -> Tuple[int, ...]:
+    """The leading dims of out and lse: (b, s_q, h_q), or (total_q, h_q) with total_q = q's rows (ragged)."""
+    if shape.query_layout == QueryLayout.ragged:
+        return (int(_C.describe(q, "q")[1][0]), shape.num_heads)
+    return (shape.batch_size, shape.q_len, shape.num_heads)
+
+
 def _outputs(like: Any, shape: DecodeShape, out: Any, lse: Any) -> Tuple[Any, Any]:
-    b, s_q, h_q = shape.batch_size, shape.q_len, shape.num_heads
+    dims = _token_dims(like, shape)
     if out is None:
-        out = empty_like(like, (b, s_q, h_q, HEAD_DIM_V), shape.q_dtype, "out")
+        out = empty_like(like, (*dims, HEAD_DIM_V), shape.q_dtype, "out")
     if lse is None:
-        lse = empty_like(like, (b, s_q, h_q), DType.float32, "lse")
+        lse = empty_like(like, dims, DType.float32, "lse")
     return out, lse
+
+
+def _tree_mask_of(mask: Any, tree_mask: Any, ragged: bool) -> TreeMask:
+    """The explicit TreeMask, else the one mask's rank implies: none without a mask; ragged queries: packed
+    ([total_q]); uniform: shared ([s_q]) or per_request ([b, s_q])."""
+    if tree_mask is not None or mask is None:
+        return as_tree_mask(tree_mask)
+    if ragged:
+        return TreeMask.packed
+    return TreeMask.per_request if len(_C.describe(mask, "mask")[1]) == 2 else TreeMask.shared
 
 
 def _torch_ops() -> Any:
@@ -87,6 +106,11 @@ class Decoder:
     of split-KV parts per query tile (results do not depend on it).
     fp8_math="qk_and_pv" (fp8_e4m3 caches, sm90 only) runs both products on e4m3 tensor cores
     (docs/hopper-kernel.md, "FP8 math"; accuracy in docs/fp8-accuracy.md).
+    query_layout "uniform" (q [b, s_q, h_q, 576]) or "ragged" (q [total_q, h_q, 576] with run()'s
+    q_indptr [b + 1] int32; q_len is then the most query tokens of a request). tree_mask "none",
+    "shared" ([s_q]), "per_request" ([b, s_q]) or "packed" ([total_q]): the layout of run()'s mask,
+    int64 rows (openmla.tree builds them); with a tree mask, causal is ignored and q_len <=
+    MAX_TREE_QUERY_LEN.
     workspace: a torch uint8 tensor is allocated unless one is passed (any contiguous DLPack CUDA
     tensor of workspace_bytes bytes, 256-byte aligned). stream: as for run().
 
@@ -109,6 +133,8 @@ class Decoder:
         workspace: Any = None,
         stream: Any = None,
         fp8_math: Any = "off",
+        query_layout: Any = "uniform",
+        tree_mask: Any = "none",
     ) -> None:
         self.shape: DecodeShape = DecodeShape(
             batch_size=batch_size,
@@ -117,6 +143,8 @@ class Decoder:
             q_dtype=as_dtype(q_dtype, "q_dtype"),
             kv_format=as_kv_format(kv_format),
             causal=bool(causal),
+            query_layout=as_query_layout(query_layout),
+            tree_mask=as_tree_mask(tree_mask),
         )
         index = cuda_device_index(device)
         torch = torch_or_none()
@@ -134,6 +162,7 @@ class Decoder:
         self.workspace: Any = workspace
         DecodePlan.reset_device_errors(workspace, resolve_stream(stream, workspace))
         self._dims = (int(batch_size), int(q_len), int(num_heads))  # plain ints: readable while torch.compile traces
+        self._ragged = self.shape.query_layout == QueryLayout.ragged
         self._id = next(_decoder_ids)
         decoders[self._id] = self
 
@@ -177,6 +206,8 @@ class Decoder:
         lse: Any = None,
         kv_scale: float = 1.0,
         stream: Any = None,
+        q_indptr: Any = None,
+        mask: Any = None,
     ) -> Tuple[Any, Any]:
         """One layer's attention with the schedule plan() wrote. Returns (out, lse).
 
@@ -188,13 +219,18 @@ class Decoder:
         kv_scale). out [b, s_q, h_q, 512] (q's dtype) and lse [b, s_q, h_q] float32 (natural log,
         any strides) are written in place when given, else allocated like q. All tensors are CUDA
         tensors on the Decoder's device. stream: as for plan().
+        query_layout "ragged": q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q]
+        and q_indptr [b + 1] int32 (request r owns rows q_indptr[r] .. q_indptr[r+1] - 1, at most
+        q_len of them). With a tree_mask: mask, int64 rows in that layout (openmla.tree).
 
-        Device-resident values (lengths, page ids) are not checked on the host: the rows of a
-        request with a bad one come back NaN and device_errors() says which guard fired. Raises
-        ValueError / TypeError for a bad shape, dtype, stride or device.
+        Device-resident values (lengths, offsets, page ids) are not checked on the host: the rows of
+        a request with a bad one come back NaN (or, for bad offsets, are not written) and
+        device_errors() says which guard fired. Raises ValueError / TypeError for a bad shape, dtype,
+        stride or device.
         """
         if stream is None and compiling():
-            return self._run_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kv_scale)
+            return self._run_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kv_scale, q_indptr,
+                                mask)
         if out is None or lse is None:
             out, lse = _outputs(q, self.shape, out, lse)
         if type(softmax_scale) is not float:
@@ -202,20 +238,21 @@ class Decoder:
         if type(kv_scale) is not float:
             kv_scale = as_float(kv_scale, "kv_scale")
         self.plan_.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, self.workspace,
-                       stream_arg(stream, q), kv_scale)
+                       stream_arg(stream, q), kv_scale, q_indptr, mask)
         return out, lse
 
     def _run_op(self, q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, out: Any,
-                lse: Any, kv_scale: float) -> Tuple[Any, Any]:
+                lse: Any, kv_scale: float, q_indptr: Any, mask: Any) -> Tuple[Any, Any]:
         """run() as the torch operator openmla::decoder_run, for torch.compile's graph."""
         torch = torch_or_none()
         b, s_q, h_q = self._dims
+        dims = (q.shape[0], h_q) if self._ragged else (b, s_q, h_q)
         if out is None:
-            out = q.new_empty((b, s_q, h_q, HEAD_DIM_V))
+            out = q.new_empty((*dims, HEAD_DIM_V))
         if lse is None:
-            lse = q.new_empty((b, s_q, h_q), dtype=torch.float32)
+            lse = q.new_empty(dims, dtype=torch.float32)
         _torch_ops().decoder_run(self._id, q, kv_cache, block_table, cache_seqlens, float(softmax_scale), out, lse,
-                                 self.workspace, float(kv_scale))
+                                 self.workspace, float(kv_scale), q_indptr, mask)
         return out, lse
 
     def device_errors(self, stream: Any = None) -> DeviceError:
@@ -240,29 +277,46 @@ _plan_cache: Dict[Tuple[Any, ...], DecodePlan] = {}
 
 def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> DecodePlan:
     key = (shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format, shape.causal,
-           as_backend(backend), num_parts, device)
+           shape.query_layout, shape.tree_mask, as_backend(backend), num_parts, device)
     plan = _plan_cache.get(key)
     if plan is None:
         try:
-            plan = DecodePlan(shape, backend=key[6], num_parts=num_parts, device=device)
+            plan = DecodePlan(shape, backend=key[8], num_parts=num_parts, device=device)
         except ValueError as e:  # the shape came from q: name it
             raise ValueError(f"q: {e}" if str(e).startswith("shape.") else str(e)) from None
         _plan_cache[key] = plan
     return plan
 
 
-def shape_of_q(q: Any, kv_format: KVFormat, causal: bool) -> Tuple[DecodeShape, str, int]:
+def shape_of_q(q: Any, kv_format: KVFormat, causal: bool, q_indptr: Any = None, tree_mask: TreeMask = TreeMask.none,
+               q_len: Optional[int] = None) -> Tuple[DecodeShape, str, int]:
     """(DecodeShape, device type 'cpu' | 'cuda', device index) from q's dims and dtype.
 
-    q: [b, s_q, h_q, 576] bfloat16/float16. Raises ValueError for another shape, TypeError for
-    another dtype or a non-tensor."""
+    q: [b, s_q, h_q, 576] bfloat16/float16; with q_indptr (ragged) [total_q, h_q, 576], b =
+    len(q_indptr) - 1 and q_len the given one, else min(total_q, MAX_QUERY_LEN, or
+    MAX_TREE_QUERY_LEN with a tree mask): a bound on every request's count that needs no read of
+    q_indptr. Raises ValueError for another shape, TypeError for another dtype or a non-tensor."""
     dtype, dims, device, device_id = _C.describe(q, "q")
-    if len(dims) != 4 or dims[3] != _C.HEAD_DIM_QK:
-        raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(dims)}")
+    if q_indptr is None:
+        if len(dims) != 4 or dims[3] != _C.HEAD_DIM_QK:
+            raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(dims)}")
+        if q_len is not None and q_len != dims[1]:
+            raise ValueError(f"q_len: expected None or q's s_q ({dims[1]}) for uniform queries, got {q_len}")
+        b, s_q, h_q, layout = dims[0], dims[1], dims[2], QueryLayout.uniform
+    else:
+        if len(dims) != 3 or dims[2] != _C.HEAD_DIM_QK:
+            raise ValueError(f"q: expected shape [total_q, h_q, 576] (ragged, with q_indptr), got {list(dims)}")
+        ptr_dims = _C.describe(q_indptr, "q_indptr")[1]
+        if len(ptr_dims) != 1 or ptr_dims[0] < 2:
+            raise ValueError(f"q_indptr: expected shape [b + 1] with b >= 1, got {list(ptr_dims)}")
+        limit = _C.MAX_QUERY_LEN if tree_mask == TreeMask.none else _C.MAX_TREE_QUERY_LEN
+        b, h_q, layout = ptr_dims[0] - 1, dims[1], QueryLayout.ragged
+        s_q = int(q_len) if q_len is not None else max(1, min(dims[0], limit))
     if dtype not in (DType.bfloat16, DType.float16):
         raise TypeError(f"q: expected dtype bfloat16 or float16, got {dtype.name}")
     shape = DecodeShape(
-        batch_size=dims[0], num_heads=dims[2], q_len=dims[1], q_dtype=dtype, kv_format=kv_format, causal=bool(causal)
+        batch_size=b, num_heads=h_q, q_len=s_q, q_dtype=dtype, kv_format=kv_format, causal=bool(causal),
+        query_layout=layout, tree_mask=tree_mask,
     )
     return shape, device, device_id
 
@@ -283,6 +337,10 @@ def decode(
     stream: Any = None,
     backend: Any = "auto",
     num_parts: int = 0,
+    q_indptr: Any = None,
+    mask: Any = None,
+    tree_mask: Any = None,
+    q_len: Optional[int] = None,
 ) -> Tuple[Any, Any]:
     """MLA decode attention over a paged KV cache, on the GPU. Returns (out, lse).
 
@@ -297,6 +355,14 @@ def decode(
     once. plan=/workspace= reuse a DecodePlan and its workspace (any DLPack CUDA tensor);
     stream, backend and num_parts as for Decoder.
 
+    Speculative verify: with q_indptr [b + 1] int32 the queries are ragged: q [total_q, h_q, 576],
+    out [total_q, h_q, 512], lse [total_q, h_q], request r owning rows q_indptr[r] ..
+    q_indptr[r+1] - 1 (its token i at position cache_seqlens[r] - n + i); q_len is the most tokens
+    of a request (None: min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a mask), which needs
+    no read of q_indptr). mask: int64 tree-mask rows (openmla.tree) in the layout tree_mask names
+    ("shared" [s_q], "per_request" [b, s_q], "packed" [total_q]); None: packed for ragged queries,
+    else shared or per_request by mask's rank. With a mask, causal is ignored.
+
     Raises ValueError for a bad shape, stride or value, or a tensor not on the GPU (a CPU tensor
     or NumPy array: openmla.reference.decode runs on the CPU); TypeError for a bad dtype;
     NotImplementedError for what this build or device does not support. Bad lengths or page ids in
@@ -304,10 +370,11 @@ def decode(
     """
     if stream is None and plan is None and workspace is None and compiling():
         return _decode_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, out,
-                          lse, backend, num_parts)
+                          lse, backend, num_parts, q_indptr, mask, tree_mask, q_len)
     fmt = kv_format_of(kv_cache, kv_format)
     if plan is None:
-        plan = _plan_of_q(q, fmt, causal, backend, num_parts)
+        plan = _plan_of_q(q, fmt, causal, backend, num_parts, q_indptr, _tree_mask_of(mask, tree_mask,
+                                                                                        q_indptr is not None), q_len)
     s = stream_arg(stream, q)
     if workspace is None:
         # Fresh, so no other call can read its error word: it needs no reset.
@@ -319,25 +386,27 @@ def decode(
     if type(kv_scale) is not float:
         kv_scale = as_float(kv_scale, "kv_scale")
     plan.plan(cache_seqlens, workspace, s)
-    plan.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, s, kv_scale)
+    plan.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, s, kv_scale, q_indptr, mask)
     return out, lse
 
 
 _plans_by_q: Dict[Tuple[Any, ...], DecodePlan] = {}
 
 
-def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int) -> DecodePlan:
-    """The cached plan for q's dims, dtype and device and the options; every check of a new
-    combination runs once (shape_of_q, DecodePlan's validation), and a call with a combination seen
-    before only looks it up."""
+def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int, q_indptr: Any = None,
+               tree_mask: TreeMask = TreeMask.none, q_len: Optional[int] = None) -> DecodePlan:
+    """The cached plan for q's dims, dtype and device and the options (ragged: and q_indptr's
+    length); every check of a new combination runs once (shape_of_q, DecodePlan's validation), and a
+    call with a combination seen before only looks it up."""
     dtype, dims, device, device_id = _C.describe(q, "q")
-    key = (dims, dtype, device, device_id, fmt, bool(causal), backend, num_parts)
+    ragged = None if q_indptr is None else tuple(_C.describe(q_indptr, "q_indptr")[1])
+    key = (dims, dtype, device, device_id, fmt, bool(causal), backend, num_parts, ragged, tree_mask, q_len)
     try:
         plan = _plans_by_q.get(key)
     except TypeError:  # an unhashable backend: as_backend names it below
         plan, key = None, None
     if plan is None:
-        shape, device, device_id = shape_of_q(q, fmt, causal)
+        shape, device, device_id = shape_of_q(q, fmt, causal, q_indptr, tree_mask, q_len)
         if device != "cuda":
             got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
             raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.decode runs on the CPU)")
@@ -348,23 +417,26 @@ def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int
 
 
 def _decode_op(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, causal: bool,
-               kv_format: Any, kv_scale: float, out: Any, lse: Any, backend: Any, num_parts: int) -> Tuple[Any, Any]:
+               kv_format: Any, kv_scale: float, out: Any, lse: Any, backend: Any, num_parts: int, q_indptr: Any,
+               mask: Any, tree_mask: Any, q_len: Optional[int]) -> Tuple[Any, Any]:
     """decode() as the torch operators openmla::decode / openmla::decode_out, for torch.compile's graph.
-    Enum options travel by name."""
+    Enum options travel by name (tree_mask None: inferred from mask, as decode() does); q_len 0 = None."""
     ops = _torch_ops()
     fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
     backend_name = backend if isinstance(backend, str) else backend.name
+    tree_name = tree_mask if tree_mask is None or isinstance(tree_mask, str) else tree_mask.name
+    extra = (q_indptr, mask, tree_name, 0 if q_len is None else int(q_len))
     if out is None and lse is None:
         return ops.decode(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt,
-                          float(kv_scale), backend_name, int(num_parts))
+                          float(kv_scale), backend_name, int(num_parts), *extra)
     torch = torch_or_none()
-    b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+    dims = (q.shape[0], q.shape[1]) if q_indptr is not None else (q.shape[0], q.shape[1], q.shape[2])
     if out is None:
-        out = q.new_empty((b, s_q, h_q, HEAD_DIM_V))
+        out = q.new_empty((*dims, HEAD_DIM_V))
     if lse is None:
-        lse = q.new_empty((b, s_q, h_q), dtype=torch.float32)
+        lse = q.new_empty(dims, dtype=torch.float32)
     ops.decode_out(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt, float(kv_scale),
-                   backend_name, int(num_parts), out, lse)
+                   backend_name, int(num_parts), out, lse, *extra)
     return out, lse
 
 

@@ -8,15 +8,15 @@ they are). Bad arguments raise as the GPU entry points do (ValueError, TypeError
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from . import _C
-from ._C import DType
+from ._C import DType, QueryLayout
 from ._errors import DeviceError, as_device_error
 from ._frameworks import as_dtype, as_float, as_fp8_math, kv_format_of
-from .api import HEAD_DIM_V, shape_of_q
+from .api import HEAD_DIM_V, _tree_mask_of, shape_of_q
 
 __all__ = ["ReferenceResult", "decode", "read_kv_token", "write_kv"]
 
@@ -24,8 +24,8 @@ __all__ = ["ReferenceResult", "decode", "read_kv_token", "write_kv"]
 class ReferenceResult(NamedTuple):
     """What reference.decode returns: the outputs and the guards the GPU kernel would report."""
 
-    out: Any  #: [b, s_q, h_q, 512]
-    lse: Any  #: [b, s_q, h_q], natural log
+    out: Any  #: [b, s_q, h_q, 512] (ragged: [total_q, h_q, 512])
+    lse: Any  #: [b, s_q, h_q] (ragged: [total_q, h_q]), natural log
     device_errors: DeviceError  #: the flags the GPU kernel would set for the same input
 
 
@@ -42,6 +42,10 @@ def decode(
     lse: Any = None,
     out_dtype: Any = "float64",
     fp8_math: Any = "off",
+    q_indptr: Any = None,
+    mask: Any = None,
+    tree_mask: Any = None,
+    q_len: Optional[int] = None,
 ) -> ReferenceResult:
     """Exact attention (float64 accumulation) over the dequantized cache, on the CPU.
 
@@ -51,22 +55,30 @@ def decode(
     length or page ids are bad get NaN, as the GPU kernel's guards do; device_errors says which
     guard fired. fp8_math="qk_and_pv" (fp8_e4m3 caches): the arithmetic of
     Decoder(fp8_math="qk_and_pv") instead (quantized query rows, e4m3 weights).
+    q_indptr, mask, tree_mask and q_len as openmla.decode (ragged queries, tree masks), on CPU
+    tensors; ragged out/lse are [total_q, h_q, 512] / [total_q, h_q]. Offsets the GPU would flag
+    (DeviceError.QUERY_OFFSETS) leave their rows unwritten, as on the GPU.
 
     Raises ValueError / TypeError for bad arguments, as openmla.decode.
     """
     fmt = kv_format_of(kv_cache, kv_format)
-    shape, _, _ = shape_of_q(q, fmt, causal)
+    tree = _tree_mask_of(mask, tree_mask, q_indptr is not None)
+    shape, _, _ = shape_of_q(q, fmt, causal, q_indptr, tree, q_len)
     dtype = as_dtype(out_dtype, "out_dtype")
     if dtype not in (DType.float64, DType.float32):
         raise TypeError(f"out_dtype: expected float64 or float32, got {dtype.name}")
     np_dtype = np.float64 if dtype == DType.float64 else np.float32
-    b, s_q, h_q = shape.batch_size, shape.q_len, shape.num_heads
+    if shape.query_layout == QueryLayout.ragged:
+        dims: tuple = (int(_C.describe(q, "q")[1][0]), shape.num_heads)
+    else:
+        dims = (shape.batch_size, shape.q_len, shape.num_heads)
     if out is None:
-        out = np.empty((b, s_q, h_q, HEAD_DIM_V), dtype=np_dtype)
+        out = np.empty((*dims, HEAD_DIM_V), dtype=np_dtype)
     if lse is None:
-        lse = np.empty((b, s_q, h_q), dtype=np_dtype)
+        lse = np.empty(dims, dtype=np_dtype)
     errors = _C.reference.decode(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"),
-                                 out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math))
+                                 out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math),
+                                 q_indptr, mask, shape.query_layout, shape.tree_mask, shape.q_len)
     return ReferenceResult(out, lse, as_device_error(errors))
 
 

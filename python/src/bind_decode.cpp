@@ -43,7 +43,8 @@ Workspace workspace_arg(nb::handle obj, int device) {
 std::string shape_repr(const DecodeShape& s) {
   return "DecodeShape(batch_size=" + std::to_string(s.batch_size) + ", q_len=" + std::to_string(s.q_len) +
          ", num_heads=" + std::to_string(s.num_heads) + ", q_dtype=" + dtype_name(s.q_dtype) +
-         ", kv_format=" + kv_format_name(s.kv_format) + ", causal=" + (s.causal ? "True" : "False") + ")";
+         ", kv_format=" + kv_format_name(s.kv_format) + ", causal=" + (s.causal ? "True" : "False") +
+         ", query_layout=" + query_layout_name(s.query_layout) + ", tree_mask=" + tree_mask_name(s.tree_mask) + ")";
 }
 
 }  // namespace
@@ -76,6 +77,27 @@ void register_decode(nb::module_& m) {
              "query quantized per row (power-of-two scale); Q K^T and P V on e4m3 tensor cores");
   m.def("fp8_math_name", &fp8_math_name, "math"_a, "The name of an Fp8Math value ('off', 'qk_and_pv').");
 
+  nb::enum_<QueryLayout>(m, "QueryLayout", "How q, out and lse hold a batch's query tokens.")
+      .value("uniform", QueryLayout::kUniform,
+             "q [b, s_q, h_q, 576], out [b, s_q, h_q, 512], lse [b, s_q, h_q]: s_q tokens per request")
+      .value("ragged", QueryLayout::kRagged,
+             "q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q]; q_indptr [b + 1] int32: request "
+             "r owns rows q_indptr[r] .. q_indptr[r+1] - 1, at most q_len of them (checked on the device)");
+  m.def("query_layout_name", &query_layout_name, "layout"_a,
+        "The name of a QueryLayout ('uniform', 'ragged').");
+
+  nb::enum_<TreeMask>(m, "TreeMask",
+                      "Which draft tokens each query token sees (speculative tree verify). A mask row is one int64: "
+                      "bit j set = the token sees draft token j of its request (its j-th query token); every token "
+                      "also sees the whole prefix. With a tree mask, causal is ignored and q_len <= "
+                      "MAX_TREE_QUERY_LEN. openmla.tree builds the rows.")
+      .value("none", TreeMask::kNone, "no tree: causal decides")
+      .value("shared", TreeMask::kShared, "mask [s_q]: one tree for every request; a ragged request uses rows 0..n-1")
+      .value("per_request", TreeMask::kPerRequest, "mask [b, s_q]: request r's row i at [r, i] (uniform queries)")
+      .value("packed", TreeMask::kPacked, "mask [total_q]: one row per packed query token, as q (ragged queries)");
+  m.def("tree_mask_name", &tree_mask_name, "mask"_a,
+        "The name of a TreeMask ('none', 'shared', 'per_request', 'packed').");
+
   m.def("kv_format_name", &kv_format_name, "format"_a,
         "The name of a KVFormat ('bf16', 'fp16', 'fp8_e4m3', 'fp8_ds_mla').");
   m.def(
@@ -97,27 +119,34 @@ void register_decode(nb::module_& m) {
   m.attr("HEAD_DIM_V") = kHeadDimV;
   m.attr("ROPE_DIM") = kRopeDim;
   m.attr("MAX_QUERY_LEN") = kMaxQueryLen;
+  m.attr("MAX_TREE_QUERY_LEN") = kMaxTreeQueryLen;
   m.attr("DS_MLA_BYTES_PER_TOKEN") = kDsMlaBytesPerToken;
 
   nb::class_<DecodeShape>(m, "DecodeShape",
                           "Everything about a decode step that is fixed when planning: batch_size (b), q_len (s_q, "
                           "1 to MAX_QUERY_LEN), num_heads (h_q: 8, 16, 32, 64 or 128), q_dtype (bfloat16 or "
-                          "float16), kv_format and causal. Checked when a DecodePlan is built (ValueError).")
+                          "float16), kv_format, causal, query_layout and tree_mask. Checked when a DecodePlan is "
+                          "built (ValueError).")
       .def(
           "__init__",
           [](DecodeShape* self, int batch_size, int num_heads, int q_len, DType q_dtype, KVFormat kv_format,
-             bool causal) {
-            new (self) DecodeShape{batch_size, q_len, num_heads, q_dtype, kv_format, causal};
+             bool causal, QueryLayout query_layout, TreeMask tree_mask) {
+            new (self) DecodeShape{batch_size, q_len, num_heads, q_dtype, kv_format, causal, query_layout, tree_mask};
           },
           "batch_size"_a, "num_heads"_a, "q_len"_a = 1, "q_dtype"_a = DType::kBFloat16,
-          "kv_format"_a = KVFormat::kBF16, "causal"_a = true, "A shape; the values are checked by DecodePlan.")
+          "kv_format"_a = KVFormat::kBF16, "causal"_a = true, "query_layout"_a = QueryLayout::kUniform,
+          "tree_mask"_a = TreeMask::kNone, "A shape; the values are checked by DecodePlan.")
       .def_rw("batch_size", &DecodeShape::batch_size, "Requests per step (b).")
-      .def_rw("q_len", &DecodeShape::q_len, "Query tokens per request (s_q): 1 for decode, more for MTP verify.")
+      .def_rw("q_len", &DecodeShape::q_len,
+              "Query tokens per request (s_q): 1 for decode, more for MTP verify; ragged: the most of a request.")
       .def_rw("num_heads", &DecodeShape::num_heads, "Query heads (h_q); MLA has one shared KV head.")
       .def_rw("q_dtype", &DecodeShape::q_dtype, "Element type of q and out (DType.bfloat16 or DType.float16).")
       .def_rw("kv_format", &DecodeShape::kv_format, "Format of the paged KV cache.")
       .def_rw("causal", &DecodeShape::causal,
-              "Query i of request r sees positions up to cache_seqlens[r] - q_len + i (else all positions).")
+              "Query i of request r (n tokens) sees positions up to cache_seqlens[r] - n + i (else all positions); "
+              "ignored with a tree mask.")
+      .def_rw("query_layout", &DecodeShape::query_layout, "QueryLayout.uniform or QueryLayout.ragged (q_indptr).")
+      .def_rw("tree_mask", &DecodeShape::tree_mask, "The TreeMask layout of run()'s mask (TreeMask.none: no mask).")
       .def("__repr__", &shape_repr)
       .def(
           "__eq__",
@@ -125,7 +154,8 @@ void register_decode(nb::module_& m) {
             if (!nb::isinstance<DecodeShape>(other)) return nb::borrow(Py_NotImplemented);
             const DecodeShape& b = nb::cast<const DecodeShape&>(other);
             return nb::bool_(a.batch_size == b.batch_size && a.q_len == b.q_len && a.num_heads == b.num_heads &&
-                             a.q_dtype == b.q_dtype && a.kv_format == b.kv_format && a.causal == b.causal);
+                             a.q_dtype == b.q_dtype && a.kv_format == b.kv_format && a.causal == b.causal &&
+                             a.query_layout == b.query_layout && a.tree_mask == b.tree_mask);
           },
           nb::sig("def __eq__(self, other: object, /) -> bool"), "Field-by-field equality with another DecodeShape.");
 
@@ -177,7 +207,7 @@ void register_decode(nb::module_& m) {
           "run",
           [](const DecodePlan& p, nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
              float softmax_scale, nb::handle out, nb::handle lse, nb::handle workspace,
-             std::optional<std::uintptr_t> stream, float kv_scale) {
+             std::optional<std::uintptr_t> stream, float kv_scale, nb::handle q_indptr, nb::handle mask) {
             Input q_t = input_tensor(q, "q");
             Input kv_t = input_tensor(kv_cache, "kv_cache");
             Input table_t = input_tensor(block_table, "block_table");
@@ -190,6 +220,10 @@ void register_decode(nb::module_& m) {
             require_cuda(seqlens_t.view, cache_seqlens, "cache_seqlens", kDecodeOnCpu);
             require_cuda(out_t.view, out, "out", kDecodeOnCpu);
             require_cuda(lse_t.view, lse, "lse", kDecodeOnCpu);
+            Input indptr_t = optional_input(q_indptr, "q_indptr");
+            Input mask_t = optional_input(mask, "mask");
+            require_cuda(indptr_t.view, q_indptr, "q_indptr", kDecodeOnCpu);
+            require_cuda(mask_t.view, mask, "mask", kDecodeOnCpu);
             Workspace ws = workspace_arg(workspace, p.device());
             DecodeArgs args;
             args.q = q_t.view;
@@ -201,18 +235,24 @@ void register_decode(nb::module_& m) {
             args.softmax_scale = softmax_scale;
             args.out = out_t.view;
             args.lse = lse_t.view;
+            args.q_indptr = indptr_t.view;
+            args.mask = mask_t.view;
             const cudaStream_t s = stream_or_current(stream, q, p.device());
             nb::gil_scoped_release release;
             p.run(args, ws.data, ws.bytes, s);
           },
           "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(), "cache_seqlens"_a.none(), "softmax_scale"_a,
           "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "stream"_a.none() = 0, "kv_scale"_a = 1.0f,
+          "q_indptr"_a = nb::none(), "mask"_a = nb::none(),
           "One layer's attention with the schedule plan() wrote, into out and lse (both required here). "
           "q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table "
           "[b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); "
           "lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for "
-          "plan() (None: q's framework's current stream). All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; "
-          "bad lengths or page ids in device memory give NaN rows and set the device error word.")
+          "plan() (None: q's framework's current stream). QueryLayout.ragged: q [total_q, h_q, 576], out "
+          "[total_q, h_q, 512], lse [total_q, h_q] and q_indptr [b + 1] int32. With a TreeMask: mask, int64 rows "
+          "in its layout. All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, "
+          "dtype, stride or device; bad lengths, offsets or page ids in device memory give NaN rows and set the "
+          "device error word.")
       .def_static(
           "reset_device_errors",
           [](nb::handle workspace, std::uintptr_t stream) {

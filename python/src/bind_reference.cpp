@@ -1,6 +1,7 @@
 // The CPU oracle (reference.decode / write_kv / read_kv_token) and the host FP8 codecs, on CPU
 // tensors (NumPy in tests). The codecs are vectorised here: a Python loop over 656-byte tokens
 // would dominate the test suite's time.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -18,32 +19,54 @@ using namespace nb::literals;
 template <typename T>
 using CpuArray = nb::ndarray<T, nb::c_contig, nb::device::cpu>;
 
-// The reference derives its DecodeShape from q; a bad shape field is a bad q.
-DecodeShape shape_from_q(const TensorView& q, KVFormat kv_format, bool causal) {
-  if (q.ndim != 4 || q.shape[3] != kHeadDimQK)
-    throw nb::value_error(("q: expected shape [b, s_q, h_q, 576], got " + q.shape_str()).c_str());
+// The reference derives its DecodeShape from q (and, ragged, from q_indptr's length); a bad shape field is a
+// bad q. Ragged q_len: the given one, else min(total_q, the layout's limit) (at least 1), which bounds every
+// request's count without reading q_indptr (openmla.decode picks the same).
+DecodeShape shape_from_q(const TensorView& q, const TensorView& q_indptr, KVFormat kv_format, bool causal,
+                         QueryLayout layout, TreeMask tree_mask, int q_len) {
+  DecodeShape shape;
+  if (layout == QueryLayout::kRagged) {
+    if (q.ndim != 3 || q.shape[2] != kHeadDimQK)
+      throw nb::value_error(("q: expected shape [total_q, h_q, 576] (ragged), got " + q.shape_str()).c_str());
+    if (!q_indptr.defined())
+      throw nb::value_error("q_indptr: expected an int32 tensor [b + 1] for query_layout ragged, got None");
+    if (q_indptr.ndim != 1 || q_indptr.shape[0] < 2)
+      throw nb::value_error(("q_indptr: expected shape [b + 1] with b >= 1, got " + q_indptr.shape_str()).c_str());
+    shape.batch_size = static_cast<int>(q_indptr.shape[0] - 1);
+    const int64_t limit = tree_mask == TreeMask::kNone ? kMaxQueryLen : kMaxTreeQueryLen;
+    shape.q_len = q_len > 0 ? q_len : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(q.shape[0], limit)));
+    shape.num_heads = static_cast<int>(q.shape[1]);
+  } else {
+    if (q.ndim != 4 || q.shape[3] != kHeadDimQK)
+      throw nb::value_error(("q: expected shape [b, s_q, h_q, 576], got " + q.shape_str()).c_str());
+    shape.batch_size = static_cast<int>(q.shape[0]);
+    shape.q_len = static_cast<int>(q.shape[1]);
+    shape.num_heads = static_cast<int>(q.shape[2]);
+  }
   if (q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat16)
     throw nb::type_error((std::string("q: expected dtype bfloat16 or float16, got ") + dtype_name(q.dtype)).c_str());
-  DecodeShape shape;
-  shape.batch_size = static_cast<int>(q.shape[0]);
-  shape.q_len = static_cast<int>(q.shape[1]);
-  shape.num_heads = static_cast<int>(q.shape[2]);
   shape.q_dtype = q.dtype;
   shape.kv_format = kv_format;
   shape.causal = causal;
+  shape.query_layout = layout;
+  shape.tree_mask = tree_mask;
   return shape;
 }
 
 unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
                           float softmax_scale, nb::handle out, nb::handle lse, KVFormat kv_format, float kv_scale,
-                          bool causal, Fp8Math fp8_math) {
+                          bool causal, Fp8Math fp8_math, nb::handle q_indptr, nb::handle mask, QueryLayout query_layout,
+                          TreeMask tree_mask, int q_len) {
   Input q_t = input_tensor(q, "q");
   Input kv_t = input_tensor(kv_cache, "kv_cache");
   Input table_t = input_tensor(block_table, "block_table");
   Input seqlens_t = input_tensor(cache_seqlens, "cache_seqlens");
   Output out_t = optional_output(out, "out");
   Output lse_t = optional_output(lse, "lse");
-  const DecodeShape shape = shape_from_q(q_t.view, kv_format, causal);
+  Input indptr_t = optional_input(q_indptr, "q_indptr");
+  Input mask_t = optional_input(mask, "mask");
+  const DecodeShape shape =
+      shape_from_q(q_t.view, indptr_t.view, kv_format, causal, query_layout, tree_mask, q_len);
   DecodeArgs args;
   args.q = q_t.view;
   args.kv.data = kv_t.view;
@@ -54,6 +77,8 @@ unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_ta
   args.softmax_scale = softmax_scale;
   args.out = out_t.view;
   args.lse = lse_t.view;
+  args.q_indptr = indptr_t.view;
+  args.mask = mask_t.view;
   try {
     nb::gil_scoped_release release;
     return reference::decode(args, shape, fp8_math);
@@ -179,10 +204,14 @@ void register_reference(nb::module_& m) {
   nb::module_ ref = m.def_submodule("reference", "CPU oracle (float64 accumulation) on CPU tensors.");
   ref.def("decode", &reference_decode, "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(),
           "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a,
-          "kv_scale"_a = 1.0f, "causal"_a = true, "fp8_math"_a = Fp8Math::kOff,
+          "kv_scale"_a = 1.0f, "causal"_a = true, "fp8_math"_a = Fp8Math::kOff, "q_indptr"_a = nb::none(),
+          "mask"_a = nb::none(), "query_layout"_a = QueryLayout::kUniform, "tree_mask"_a = TreeMask::kNone,
+          "q_len"_a = 0,
           "Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU "
           "tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or "
-          "float32) are required here. Returns the "
+          "float32) are required here. The shape comes from q: [b, s_q, h_q, 576], or with query_layout ragged "
+          "[total_q, h_q, 576] and b = len(q_indptr) - 1, q_len (the most tokens of a request; 0: "
+          "min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a tree mask)). Returns the "
           "device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it "
           "guards are NaN. Raises ValueError / TypeError for bad arguments.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),

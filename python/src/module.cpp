@@ -138,6 +138,7 @@ void register_tensors(nb::module_& m) {
   m.attr("DEVICE_ERROR_PAGE_ID_OUT_OF_RANGE") = static_cast<unsigned>(kDeviceErrorPageIdOutOfRange);
   m.attr("DEVICE_ERROR_SLOT_OUT_OF_RANGE") = static_cast<unsigned>(kDeviceErrorSlotOutOfRange);
   m.attr("DEVICE_ERROR_PLAN_MISMATCH") = static_cast<unsigned>(kDeviceErrorPlanMismatch);
+  m.attr("DEVICE_ERROR_QUERY_OFFSETS") = static_cast<unsigned>(kDeviceErrorQueryOffsets);
   m.def("describe_device_errors", &describe_device_errors, "word"_a,
         "A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).");
 }

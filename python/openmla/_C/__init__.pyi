@@ -100,6 +100,8 @@ DEVICE_ERROR_SLOT_OUT_OF_RANGE: int = 16
 
 DEVICE_ERROR_PLAN_MISMATCH: int = 32
 
+DEVICE_ERROR_QUERY_OFFSETS: int = 64
+
 def describe_device_errors(word: int) -> str:
     """
     A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).
@@ -150,6 +152,44 @@ class Fp8Math(enum.Enum):
 def fp8_math_name(math: Fp8Math) -> str:
     """The name of an Fp8Math value ('off', 'qk_and_pv')."""
 
+class QueryLayout(enum.Enum):
+    """How q, out and lse hold a batch's query tokens."""
+
+    uniform = 0
+    """
+    q [b, s_q, h_q, 576], out [b, s_q, h_q, 512], lse [b, s_q, h_q]: s_q tokens per request
+    """
+
+    ragged = 1
+    """
+    q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q]; q_indptr [b + 1] int32: request r owns rows q_indptr[r] .. q_indptr[r+1] - 1, at most q_len of them (checked on the device)
+    """
+
+def query_layout_name(layout: QueryLayout) -> str:
+    """The name of a QueryLayout ('uniform', 'ragged')."""
+
+class TreeMask(enum.Enum):
+    """
+    Which draft tokens each query token sees (speculative tree verify). A mask row is one int64: bit j set = the token sees draft token j of its request (its j-th query token); every token also sees the whole prefix. With a tree mask, causal is ignored and q_len <= MAX_TREE_QUERY_LEN. openmla.tree builds the rows.
+    """
+
+    none = 0
+    """no tree: causal decides"""
+
+    shared = 1
+    """
+    mask [s_q]: one tree for every request; a ragged request uses rows 0..n-1
+    """
+
+    per_request = 2
+    """mask [b, s_q]: request r's row i at [r, i] (uniform queries)"""
+
+    packed = 3
+    """mask [total_q]: one row per packed query token, as q (ragged queries)"""
+
+def tree_mask_name(mask: TreeMask) -> str:
+    """The name of a TreeMask ('none', 'shared', 'per_request', 'packed')."""
+
 def kv_format_name(format: KVFormat) -> str:
     """The name of a KVFormat ('bf16', 'fp16', 'fp8_e4m3', 'fp8_ds_mla')."""
 
@@ -174,16 +214,18 @@ HEAD_DIM_V: int = 512
 
 ROPE_DIM: int = 64
 
-MAX_QUERY_LEN: int = 16
+MAX_QUERY_LEN: int = 128
+
+MAX_TREE_QUERY_LEN: int = 64
 
 DS_MLA_BYTES_PER_TOKEN: int = 656
 
 class DecodeShape:
     """
-    Everything about a decode step that is fixed when planning: batch_size (b), q_len (s_q, 1 to MAX_QUERY_LEN), num_heads (h_q: 8, 16, 32, 64 or 128), q_dtype (bfloat16 or float16), kv_format and causal. Checked when a DecodePlan is built (ValueError).
+    Everything about a decode step that is fixed when planning: batch_size (b), q_len (s_q, 1 to MAX_QUERY_LEN), num_heads (h_q: 8, 16, 32, 64 or 128), q_dtype (bfloat16 or float16), kv_format, causal, query_layout and tree_mask. Checked when a DecodePlan is built (ValueError).
     """
 
-    def __init__(self, batch_size: int, num_heads: int, q_len: int = 1, q_dtype: DType = DType.bfloat16, kv_format: KVFormat = KVFormat.bf16, causal: bool = True) -> None:
+    def __init__(self, batch_size: int, num_heads: int, q_len: int = 1, q_dtype: DType = DType.bfloat16, kv_format: KVFormat = KVFormat.bf16, causal: bool = True, query_layout: QueryLayout = QueryLayout.uniform, tree_mask: TreeMask = TreeMask.none) -> None:
         """A shape; the values are checked by DecodePlan."""
 
     @property
@@ -195,7 +237,9 @@ class DecodeShape:
 
     @property
     def q_len(self) -> int:
-        """Query tokens per request (s_q): 1 for decode, more for MTP verify."""
+        """
+        Query tokens per request (s_q): 1 for decode, more for MTP verify; ragged: the most of a request.
+        """
 
     @q_len.setter
     def q_len(self, arg: int, /) -> None: ...
@@ -224,11 +268,25 @@ class DecodeShape:
     @property
     def causal(self) -> bool:
         """
-        Query i of request r sees positions up to cache_seqlens[r] - q_len + i (else all positions).
+        Query i of request r (n tokens) sees positions up to cache_seqlens[r] - n + i (else all positions); ignored with a tree mask.
         """
 
     @causal.setter
     def causal(self, arg: bool, /) -> None: ...
+
+    @property
+    def query_layout(self) -> QueryLayout:
+        """QueryLayout.uniform or QueryLayout.ragged (q_indptr)."""
+
+    @query_layout.setter
+    def query_layout(self, arg: QueryLayout, /) -> None: ...
+
+    @property
+    def tree_mask(self) -> TreeMask:
+        """The TreeMask layout of run()'s mask (TreeMask.none: no mask)."""
+
+    @tree_mask.setter
+    def tree_mask(self, arg: TreeMask, /) -> None: ...
 
     def __repr__(self) -> str: ...
 
@@ -274,9 +332,9 @@ class DecodePlan:
         Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small kernel on `stream` (a cudaStream_t as int; None: the current stream of cache_seqlens' framework where it reports one through DLPack's C exchange API, as PyTorch does, else the legacy default stream), no host synchronisation. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
         """
 
-    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0) -> None:
+    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0, q_indptr: object | None = None, mask: object | None = None) -> None:
         """
-        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for plan() (None: q's framework's current stream). All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths or page ids in device memory give NaN rows and set the device error word.
+        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for plan() (None: q's framework's current stream). QueryLayout.ragged: q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q] and q_indptr [b + 1] int32. With a TreeMask: mask, int64 rows in its layout. All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths, offsets or page ids in device memory give NaN rows and set the device error word.
         """
 
     @staticmethod

@@ -6,9 +6,9 @@ from numpy.typing import NDArray
 import openmla._C
 
 
-def decode(q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0, causal: bool = True, fp8_math: openmla._C.Fp8Math = openmla._C.Fp8Math.off) -> int:
+def decode(q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0, causal: bool = True, fp8_math: openmla._C.Fp8Math = openmla._C.Fp8Math.off, q_indptr: object | None = None, mask: object | None = None, query_layout: openmla._C.QueryLayout = openmla._C.QueryLayout.uniform, tree_mask: openmla._C.TreeMask = openmla._C.TreeMask.none, q_len: int = 0) -> int:
     """
-    Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or float32) are required here. Returns the device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it guards are NaN. Raises ValueError / TypeError for bad arguments.
+    Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or float32) are required here. The shape comes from q: [b, s_q, h_q, 576], or with query_layout ragged [total_q, h_q, 576] and b = len(q_indptr) - 1, q_len (the most tokens of a request; 0: min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a tree mask)). Returns the device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it guards are NaN. Raises ValueError / TypeError for bad arguments.
     """
 
 def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0) -> int:
