@@ -41,7 +41,9 @@ enum DeviceErrorBits : unsigned {
   kDeviceErrorSlotOutOfRange = 1u << 4,      // write_kv slot outside [0, num_pages * 64) (negative = skip)
   kDeviceErrorPlanMismatch = 1u << 5,        // run() saw other cache_seqlens than plan() planned for
   kDeviceErrorQueryOffsets = 1u << 6,        // ragged q_indptr: negative, decreasing, past total_q, or a request
-                                             // with more than DecodeShape::q_len tokens (its rows are not written)
+                                             // with more than DecodeShape::q_len tokens. Such a request's rows are
+                                             // not written; as its pair is checked alone, an array that is not
+                                             // monotone may also let two requests' rows overlap
 };
 
 // "negative_seqlen|page_id_out_of_range" style text for a device error word.

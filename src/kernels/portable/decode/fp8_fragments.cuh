@@ -38,19 +38,19 @@ template <typename T, int kKind>
 using MathType = std::conditional_t<kKind == kKvE4M3, __half, T>;
 
 // Q rows of this m-tile into shared memory (swizzled 72-chunk rows) in QK's k order and the math
-// type; rows past the request's `rows` are zero (q_base: its argument of q_offset). A bf16 query for fp16 math is scaled by 2^-shift, the shift
+// type; rows past the request's are zero (rq: as load_q's). A bf16 query for fp16 math is scaled by 2^-shift, the shift
 // returned (from the CTA's largest |q|: every thread calls this, and then it synchronizes the CTA).
 template <class Cfg, typename T, typename Math>
-__device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int q_base, int rows, int m_tile, Math* sq,
-                                               float* q_amax) {
+__device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, const RequestQueries* rq, int m_tile,
+                                               Math* sq, float* q_amax) {
   constexpr bool kToF16 = !std::is_same_v<T, Math>;
   constexpr int kChunks = Cfg::M * kRowChunks;
   const char* q = static_cast<const char*>(p.q);
   auto source = [&](int i) -> const uint4* {
     const int row = m_tile * Cfg::M + i / kRowChunks;
-    if (row >= rows) return nullptr;
+    if (row >= (rq ? rq->rows : p.rows)) return nullptr;
     const auto [qi, head] = query_row(p, row);
-    return reinterpret_cast<const uint4*>(q + q_offset(p, q_base, qi, head) * 2) +
+    return reinterpret_cast<const uint4*>(q + q_offset(p, rq ? rq->base : req, qi, head) * 2) +
            i % kRowChunks;
   };
   int shift = 0;

@@ -37,17 +37,17 @@
 
 namespace openmla::kernels::portable {
 
-// Q rows of this m-tile into shared memory (rows past the request's `rows` are zero). q_base: the request's
-// argument of q_offset (RequestQueries::base).
+// Q rows of this m-tile of request `req` into shared memory (rows past the request's are zero). rq: the
+// request's queries in the general-query variant, nullptr in the uniform one (s_q * h_q rows at index req).
 template <class Cfg, typename T>
-__device__ __forceinline__ void load_q(const DecodeParams& p, int q_base, int rows, int m_tile, T* sq) {
+__device__ __forceinline__ void load_q(const DecodeParams& p, int req, const RequestQueries* rq, int m_tile, T* sq) {
   const char* q = static_cast<const char*>(p.q);
   for (int i = threadIdx.x; i < Cfg::M * kRowChunks; i += Cfg::kThreads) {
     const int r = i / kRowChunks, c = i % kRowChunks;
     const int row = m_tile * Cfg::M + r;
-    const bool valid = row < rows;
+    const bool valid = row < (rq ? rq->rows : p.rows);
     const auto [qi, head] = query_row(p, valid ? row : 0);
-    const char* src = q + q_offset(p, q_base, qi, head) * 2 + c * kChunkBytes;
+    const char* src = q + q_offset(p, rq ? rq->base : req, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
   }
 }
@@ -314,8 +314,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         continue;
       }
     }
-    const int rows = kGeneral ? rq.rows : p.rows;
-    const int q_base = kGeneral ? rq.base : req;
+    // The request's rows and its argument of the offset functions (uniform: s_q * h_q rows at index req).
+    const RequestQueries* const general = kGeneral ? &rq : nullptr;
+    const auto rows = [&] { return general ? general->rows : p.rows; };
+    const auto q_base = [&] { return general ? general->base : req; };
     const int seqlen = seg.seqlen;
     const unsigned bad_request = seg.errors;
     const int seq_tiles = seqlen > 0 ? (seqlen + Cfg::N - 1) / Cfg::N : 0;
@@ -347,9 +349,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     int q_shift = 0;
     if (tile_begin < tile_end) {
       if constexpr (kQuantized) {
-        q_shift = load_q_permuted<Cfg, T, Math>(p, q_base, rows, m_tile, sm.q, sm.q_amax);
+        q_shift = load_q_permuted<Cfg, T, Math>(p, req, general, m_tile, sm.q, sm.q_amax);
       } else {
-        load_q<Cfg, T>(p, q_base, rows, m_tile, sm.q);
+        load_q<Cfg, T>(p, req, general, m_tile, sm.q);
       }
     }
     const float score_scale = p.softmax_scale * exp2f(static_cast<float>(q_shift));
@@ -539,7 +541,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < rows;
+          const bool in_tile = row < rows();
           const float inv = row_factor(local_row);
           const size_t prow = partial_row_index(partial_slot, p.rows, row);
           uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV;
@@ -586,14 +588,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < rows;
+          const bool in_tile = row < rows();
           if constexpr (!kPortableWholeSectorOutput<Cfg>) {
             if (!in_tile) continue;  // no shuffles below
           }
           const float inv = row_factor(local_row);
           // Whole sectors: every lane shuffles, only the stores test the row.
           const auto [qi, head] = query_row(p, in_tile ? row : 0);
-          T* out = static_cast<T*>(p.out) + out_offset(p, q_base, qi, head);
+          T* out = static_cast<T*>(p.out) + out_offset(p, q_base(), qi, head);
           if constexpr (kQuantized) {
             // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim), lanes c and c ^ 1 adjacent.
 #pragma unroll
@@ -629,12 +631,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     }
     if (tid < Cfg::M) {
       const int row = m_tile * Cfg::M + tid;
-      if (row < rows) {
+      if (row < rows()) {
         const float l = sm.row_sum[cur][tid];
         const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {
           const auto [qi, head] = query_row(p, row);
-          p.lse[lse_offset(p, q_base, qi, head)] = lse;
+          p.lse[lse_offset(p, q_base(), qi, head)] = lse;
         } else {
           p.lse_partial[partial_row_index(partial_slot, p.rows, row)] = lse;
         }
