@@ -32,7 +32,7 @@
 //
 // Tree verify (EAGLE topk > 1) is kTargetVerify with num_draft = n tree tokens per request (the
 // tree at positions [committed, committed + n), tree position i at committed + i; the engine passes
-// its TreeMask to decode). After the accept, PagePool::commit_path() returns each request's slot
+// its TreeMask to decode, which takes n <= kMaxTreeQueryLen). After the accept, PagePool::commit_path() returns each request's slot
 // moves; plan_moves() stages them as move_kv's arrays beside the next step's metadata, so the moves
 // run (in a CUDA graph or eagerly) before that step's attention. Group r of the move arrays is
 // request row r of that step.
