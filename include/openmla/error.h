@@ -38,12 +38,15 @@ enum DeviceErrorBits : unsigned {
   kDeviceErrorSeqlenBeyondTable = 1u << 1,   // cache_seqlens[i] > max_pages * 64
   kDeviceErrorSeqlenBelowQueryLen = 1u << 2, // causal or tree, n > 1 query tokens and 0 < cache_seqlens[i] < n
   kDeviceErrorPageIdOutOfRange = 1u << 3,    // block_table entry outside [0, num_pages)
-  kDeviceErrorSlotOutOfRange = 1u << 4,      // write_kv slot outside [0, num_pages * 64) (negative = skip)
+  kDeviceErrorSlotOutOfRange = 1u << 4,      // write_kv slot outside [0, num_pages * 64) (negative = skip);
+                                             // move_kv slot outside [0, num_pages * 64), negative included
   kDeviceErrorPlanMismatch = 1u << 5,        // run() saw other cache_seqlens than plan() planned for
   kDeviceErrorQueryOffsets = 1u << 6,        // ragged q_indptr: negative, decreasing, past total_q, or a request
                                              // with more than DecodeShape::q_len tokens. Such a request's rows are
                                              // not written; as its pair is checked alone, an array that is not
-                                             // monotone may also let two requests' rows overlap
+                                             // monotone may also let two requests' rows overlap. Likewise
+                                             // move_kv's row_indptr (past m, or a group of more than
+                                             // kMaxMoveRowsPerGroup rows: the group moves nothing)
 };
 
 // "negative_seqlen|page_id_out_of_range" style text for a device error word.

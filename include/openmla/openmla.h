@@ -5,6 +5,7 @@
 #include "openmla/error.h"
 #include "openmla/fp8.h"
 #include "openmla/kv_format.h"
+#include "openmla/move_kv.h"
 #include "openmla/reference.h"
 #include "openmla/tensor.h"
 #include "openmla/tree_mask.h"

@@ -1,8 +1,9 @@
-// CPU oracle for decode and write_kv: float64 accumulation, every format and mask.
+// CPU oracle for decode, write_kv and move_kv: float64 accumulation, every format and mask.
 // Same argument conventions as the GPU entry points, with every tensor on the CPU.
 #pragma once
 
 #include "openmla/decode.h"
+#include "openmla/move_kv.h"
 #include "openmla/write_kv.h"
 
 namespace openmla::reference {
@@ -21,6 +22,10 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math =
 // CPU write_kv into a CPU cache with the same codecs (and skip rules) as the GPU writer.
 // Returns DeviceErrorBits (kDeviceErrorSlotOutOfRange for slots beyond the cache).
 unsigned write_kv(const WriteKVArgs& args);
+
+// CPU move_kv over CPU caches: the same moves, guards and error bits as the GPU kernel
+// (openmla/move_kv.h). Returns DeviceErrorBits.
+unsigned move_kv(const MoveKVArgs& args);
 
 // Dequantize one token of a cache page to 576 floats (the values decode reads).
 void read_kv_token(const KVCache& cache, int64_t page, int offset, float* out576);

@@ -420,6 +420,78 @@ void validate_write_kv_args(const WriteKVArgs& args, DeviceType expected_device,
   validate_kv_cache_named(args.cache, "cache", expected_device, device_id);
 }
 
+void validate_move_kv_args(const MoveKVArgs& args, DeviceType expected_device, int device_id) {
+  const TensorView& src = args.src_slots;
+  check_defined(src, "src_slots", "[m]");
+  check_device(src, "src_slots", expected_device, device_id);
+  if (src.dtype != DType::kInt32 && src.dtype != DType::kInt64)
+    fail_arg("src_slots", "dtype int32 or int64", dtype_name(src.dtype));
+  if (src.ndim != 1) fail_arg("src_slots", "shape [m]", src.shape_str());
+  const int64_t m = src.shape[0];
+  check_data(src, "src_slots");
+  check_contiguous(src, "src_slots");
+
+  const TensorView& dst = args.dst_slots;
+  check_defined(dst, "dst_slots", "[m]");
+  check_device(dst, "dst_slots", expected_device, device_id);
+  if (dst.dtype != src.dtype)
+    fail_arg("dst_slots", concat("dtype ", dtype_name(src.dtype), " (the dtype of src_slots)"), dtype_name(dst.dtype));
+  check_shape(dst, "dst_slots", "[m]", {m});
+  check_data(dst, "dst_slots");
+  check_contiguous(dst, "dst_slots");
+
+  const TensorView& indptr = args.row_indptr;
+  check_defined(indptr, "row_indptr", "[g + 1]");
+  check_device(indptr, "row_indptr", expected_device, device_id);
+  check_dtype(indptr, "row_indptr", DType::kInt32);
+  if (indptr.ndim != 1 || indptr.shape[0] < 1 || indptr.shape[0] - 1 > int64_t{0x7FFFFFFF})
+    fail_arg("row_indptr", "shape [g + 1] with 0 <= g < 2^31", indptr.shape_str());
+  check_data(indptr, "row_indptr");
+  check_contiguous(indptr, "row_indptr");
+
+  if (args.num_caches < 1 || args.num_caches > kMaxMoveCaches)
+    fail_arg("num_caches", concat("in [1, ", kMaxMoveCaches, "] (kMaxMoveCaches)"), args.num_caches);
+  if (args.caches == nullptr) fail_arg("caches", concat("a pointer to num_caches = ", args.num_caches, " KVCache views"), "nullptr");
+  const KVCache& first = args.caches[0];
+  const int64_t page_bytes = int64_t{kPageSize} * kv_bytes_per_token(first.format);
+  for (int i = 0; i < args.num_caches; ++i) {
+    const KVCache& c = args.caches[i];
+    const std::string name = concat("caches[", i, "]");
+    validate_kv_cache_named(c, name.c_str(), expected_device, device_id);
+    if (i == 0) continue;
+    if (c.format != first.format)
+      fail_arg(concat(name, ".format").c_str(), concat(kv_format_name(first.format), " (the format of caches[0])"),
+               kv_format_name(c.format));
+    const int64_t stride_bytes = c.data.strides[0] * dtype_size(c.data.dtype);
+    const int64_t first_stride_bytes = first.data.strides[0] * dtype_size(first.data.dtype);
+    if (c.data.shape[0] != first.data.shape[0] || (c.data.shape[0] > 1 && stride_bytes != first_stride_bytes))
+      fail_arg(name.c_str(), concat(first.data.shape[0], " pages with a page stride of ", first_stride_bytes,
+                                    " bytes (as caches[0])"),
+               concat(c.data.shape[0], " pages with a page stride of ", stride_bytes, " bytes"));
+  }
+  // Two caches sharing bytes would have one row moved twice, the second time from moved data.
+  // Caches of one page stride S and pages of page_bytes used bytes: bases d bytes apart share a
+  // byte when d is within page_bytes of a multiple of S inside the page span.
+  const int64_t num_pages = first.data.shape[0];
+  const int64_t stride = first.data.strides[0] * dtype_size(first.data.dtype);
+  for (int i = 0; i < args.num_caches; ++i) {
+    for (int j = i + 1; j < args.num_caches; ++j) {
+      const auto a = reinterpret_cast<uintptr_t>(args.caches[i].data.data);
+      const auto b = reinterpret_cast<uintptr_t>(args.caches[j].data.data);
+      const int64_t d = static_cast<int64_t>(a > b ? a - b : b - a);
+      bool shared = d < page_bytes;
+      if (!shared && num_pages > 1 && d < (num_pages - 1) * stride + page_bytes) {
+        const int64_t r = d % stride;
+        shared = r < page_bytes || stride - r < page_bytes;
+      }
+      if (shared)
+        fail_arg(concat("caches[", j, "]").c_str(), concat("memory disjoint from caches[", i, "]"),
+                 concat("data at ", args.caches[j].data.data, ", ", d, " bytes from caches[", i, "] (page stride ",
+                        stride, " bytes, ", num_pages, " pages)"));
+    }
+  }
+}
+
 void validate_workspace(const void* workspace, size_t given, size_t needed) {
   if (workspace == nullptr) fail_arg("workspace", "a non-null pointer", "nullptr");
   const auto address = reinterpret_cast<uintptr_t>(workspace);

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "openmla/decode.h"
+#include "openmla/move_kv.h"
 #include "openmla/write_kv.h"
 
 namespace openmla::detail {
@@ -32,6 +33,10 @@ void validate_seqlens(const TensorView& cache_seqlens, int batch_size, DeviceTyp
 void validate_kv_cache(const KVCache& kv, DeviceType expected_device, int device_id);
 
 void validate_write_kv_args(const WriteKVArgs& args, DeviceType expected_device, int device_id);
+
+// Slot arrays, row_indptr and every cache (each valid; one format, num_pages and page stride; no two
+// sharing memory).
+void validate_move_kv_args(const MoveKVArgs& args, DeviceType expected_device, int device_id);
 
 // Workspace pointer non-null, 256-byte aligned, given >= needed.
 void validate_workspace(const void* workspace, size_t given, size_t needed);

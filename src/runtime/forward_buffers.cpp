@@ -2,6 +2,7 @@
 // (one header copy + one 2-D block-table copy + one event record; no sync, no allocation).
 #include "openmla/runtime/forward_buffers.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -96,11 +97,13 @@ void ForwardBuffers::upload(const ForwardMeta& meta, cudaStream_t stream) {
   const ForwardCapacity& c = capacity();
   if (meta.padded_batch < 1 || meta.padded_batch > c.max_batch || meta.batch_size < 0 ||
       meta.batch_size > meta.padded_batch || meta.q_len < 1 || meta.q_len > c.max_q_len || meta.num_steps < 1 ||
-      meta.num_steps > c.max_steps || meta.table_width < 0 || meta.table_width > c.max_pages_per_request)
+      meta.num_steps > c.max_steps || meta.table_width < 0 || meta.table_width > c.max_pages_per_request ||
+      meta.num_moves < 0 || meta.num_moves > planner_.max_moves() || (!meta.has_moves && meta.num_moves != 0))
     detail::fail(Status::kInvalidArgument, "ForwardBuffers::upload: meta: expected batch_size <= padded_batch <= ",
                  c.max_batch, ", q_len <= ", c.max_q_len, ", num_steps <= ", c.max_steps, ", table_width <= ",
-                 c.max_pages_per_request, "; got batch_size ", meta.batch_size, ", padded_batch ", meta.padded_batch,
-                 ", q_len ", meta.q_len, ", num_steps ", meta.num_steps, ", table_width ", meta.table_width);
+                 c.max_pages_per_request, ", num_moves <= ", planner_.max_moves(), " (0 without has_moves); got batch_size ",
+                 meta.batch_size, ", padded_batch ", meta.padded_batch, ", q_len ", meta.q_len, ", num_steps ",
+                 meta.num_steps, ", table_width ", meta.table_width, ", num_moves ", meta.num_moves);
   const int entry = acquired_entry_;
   acquired_entry_ = -1;
   char* src = static_cast<char*>(staging_entry(entry));
@@ -114,40 +117,67 @@ void ForwardBuffers::upload(const ForwardMeta& meta, cudaStream_t stream) {
                                          sizeof(int32_t) * static_cast<size_t>(meta.table_width),
                                          static_cast<size_t>(meta.batch_size), cudaMemcpyHostToDevice, stream));
   }
+  const ForwardLayout& layout = planner_.layout();
+  if (meta.has_moves) {
+    OPENMLA_CUDA_CHECK(cudaMemcpyAsync(dst + layout.move_indptr_offset, src + layout.move_indptr_offset,
+                                       sizeof(int32_t) * (static_cast<size_t>(meta.padded_batch) + 1),
+                                       cudaMemcpyHostToDevice, stream));
+    if (meta.num_moves > 0) {  // src and dst slots in use: two rows of one 2-D copy
+      const size_t pitch = layout.move_dst_offset - layout.move_src_offset;
+      OPENMLA_CUDA_CHECK(cudaMemcpy2DAsync(dst + layout.move_src_offset, pitch, src + layout.move_src_offset, pitch,
+                                           sizeof(int32_t) * static_cast<size_t>(meta.num_moves), 2,
+                                           cudaMemcpyHostToDevice, stream));
+    }
+    device_moves_ = true;
+  } else if (device_moves_) {
+    // An earlier step's groups are still on the device: empty every group once, so graphs that
+    // launch move_kv on this and later steps move nothing.
+    int32_t* indptr = planner_.move_row_indptr(src);
+    std::fill(indptr, indptr + c.max_batch + 1, 0);
+    OPENMLA_CUDA_CHECK(cudaMemcpyAsync(dst + layout.move_indptr_offset, indptr,
+                                       sizeof(int32_t) * (static_cast<size_t>(c.max_batch) + 1),
+                                       cudaMemcpyHostToDevice, stream));
+    device_moves_ = false;
+  }
   OPENMLA_CUDA_CHECK(cudaEventRecord(copied_[static_cast<size_t>(entry)], stream));
   in_flight_[static_cast<size_t>(entry)] = true;
 }
 
 ForwardMeta ForwardBuffers::prepare_decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                                           int padded_batch, cudaStream_t stream) {
+                                           int padded_batch, cudaStream_t stream, const StepMoves& moves) {
   void* staging = acquire_staging();
-  const ForwardMeta meta = planner_.plan_decode(pool, requests, batch_size, padded_batch, staging);
+  ForwardMeta meta = planner_.plan_decode(pool, requests, batch_size, padded_batch, staging);
+  planner_.plan_moves(moves, meta, staging);
   upload(meta, stream);
   return meta;
 }
 
 ForwardMeta ForwardBuffers::prepare_target_verify(const PagePool& pool, const RequestId* requests, int batch_size,
-                                                  int num_draft, int padded_batch, cudaStream_t stream) {
+                                                  int num_draft, int padded_batch, cudaStream_t stream,
+                                                  const StepMoves& moves) {
   void* staging = acquire_staging();
-  const ForwardMeta meta = planner_.plan_target_verify(pool, requests, batch_size, num_draft, padded_batch, staging);
+  ForwardMeta meta = planner_.plan_target_verify(pool, requests, batch_size, num_draft, padded_batch, staging);
+  planner_.plan_moves(moves, meta, staging);
   upload(meta, stream);
   return meta;
 }
 
 ForwardMeta ForwardBuffers::prepare_draft_decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                                                 int num_steps, int padded_batch, cudaStream_t stream) {
+                                                 int num_steps, int padded_batch, cudaStream_t stream,
+                                                 const StepMoves& moves) {
   void* staging = acquire_staging();
-  const ForwardMeta meta = planner_.plan_draft_decode(pool, requests, batch_size, num_steps, padded_batch, staging);
+  ForwardMeta meta = planner_.plan_draft_decode(pool, requests, batch_size, num_steps, padded_batch, staging);
+  planner_.plan_moves(moves, meta, staging);
   upload(meta, stream);
   return meta;
 }
 
 ForwardMeta ForwardBuffers::prepare_draft_extend(const PagePool& pool, const RequestId* requests,
                                                  const int* new_tokens, int batch_size, int q_len, int padded_batch,
-                                                 cudaStream_t stream) {
+                                                 cudaStream_t stream, const StepMoves& moves) {
   void* staging = acquire_staging();
-  const ForwardMeta meta =
-      planner_.plan_draft_extend(pool, requests, new_tokens, batch_size, q_len, padded_batch, staging);
+  ForwardMeta meta = planner_.plan_draft_extend(pool, requests, new_tokens, batch_size, q_len, padded_batch, staging);
+  planner_.plan_moves(moves, meta, staging);
   upload(meta, stream);
   return meta;
 }
@@ -190,6 +220,32 @@ TensorView ForwardBuffers::write_slots(int step, int padded_batch, int q_len) co
   check_view_args(capacity(), "write_slots", padded_batch, step, q_len);
   return make_tensor(planner_.write_slots(device_base_, step), DType::kInt32,
                      {static_cast<int64_t>(padded_batch) * q_len}, DeviceType::kCUDA, device_);
+}
+
+TensorView ForwardBuffers::move_row_indptr(int padded_batch) const {
+  check_view_args(capacity(), "move_row_indptr", padded_batch, 0, 1);
+  return make_tensor(planner_.move_row_indptr(device_base_), DType::kInt32, {padded_batch + 1}, DeviceType::kCUDA,
+                     device_);
+}
+
+TensorView ForwardBuffers::move_src_slots() const {
+  return make_tensor(planner_.move_src_slots(device_base_), DType::kInt32, {planner_.max_moves()}, DeviceType::kCUDA,
+                     device_);
+}
+
+TensorView ForwardBuffers::move_dst_slots() const {
+  return make_tensor(planner_.move_dst_slots(device_base_), DType::kInt32, {planner_.max_moves()}, DeviceType::kCUDA,
+                     device_);
+}
+
+MoveKVArgs ForwardBuffers::move_args(int padded_batch, const KVCache* caches, int num_caches) const {
+  MoveKVArgs args;
+  args.src_slots = move_src_slots();
+  args.dst_slots = move_dst_slots();
+  args.row_indptr = move_row_indptr(padded_batch);
+  args.caches = caches;
+  args.num_caches = num_caches;
+  return args;
 }
 
 }  // namespace openmla::runtime

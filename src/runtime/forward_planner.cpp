@@ -35,8 +35,12 @@ ForwardLayout forward_layout(const ForwardCapacity& c) {
   l.slots_offset = align_up(sizeof(int32_t) * static_cast<size_t>(c.max_batch));
   l.step_bytes = align_up(l.slots_offset + sizeof(int32_t) * static_cast<size_t>(c.max_batch) * c.max_q_len);
   l.block_table_offset = l.step_bytes * static_cast<size_t>(c.max_steps);
-  l.total_bytes = l.block_table_offset +
-                  align_up(sizeof(int32_t) * static_cast<size_t>(c.max_batch) * c.max_pages_per_request);
+  l.move_indptr_offset = l.block_table_offset +
+                         align_up(sizeof(int32_t) * static_cast<size_t>(c.max_batch) * c.max_pages_per_request);
+  const size_t move_bytes = align_up(sizeof(int32_t) * static_cast<size_t>(c.max_batch) * c.max_q_len);
+  l.move_src_offset = l.move_indptr_offset + align_up(sizeof(int32_t) * (static_cast<size_t>(c.max_batch) + 1));
+  l.move_dst_offset = l.move_src_offset + move_bytes;
+  l.total_bytes = l.move_dst_offset + move_bytes;
   return l;
 }
 
@@ -86,6 +90,57 @@ const int32_t* ForwardPlanner::write_slots(const void* staging, int step) const 
 }
 const int32_t* ForwardPlanner::block_table(const void* staging) const noexcept {
   return block_table(const_cast<void*>(staging));
+}
+
+int32_t* ForwardPlanner::move_row_indptr(void* staging) const noexcept {
+  return reinterpret_cast<int32_t*>(static_cast<char*>(staging) + layout_.move_indptr_offset);
+}
+int32_t* ForwardPlanner::move_src_slots(void* staging) const noexcept {
+  return reinterpret_cast<int32_t*>(static_cast<char*>(staging) + layout_.move_src_offset);
+}
+int32_t* ForwardPlanner::move_dst_slots(void* staging) const noexcept {
+  return reinterpret_cast<int32_t*>(static_cast<char*>(staging) + layout_.move_dst_offset);
+}
+const int32_t* ForwardPlanner::move_row_indptr(const void* staging) const noexcept {
+  return move_row_indptr(const_cast<void*>(staging));
+}
+const int32_t* ForwardPlanner::move_src_slots(const void* staging) const noexcept {
+  return move_src_slots(const_cast<void*>(staging));
+}
+const int32_t* ForwardPlanner::move_dst_slots(const void* staging) const noexcept {
+  return move_dst_slots(const_cast<void*>(staging));
+}
+
+void ForwardPlanner::plan_moves(const StepMoves& moves, ForwardMeta& meta, void* staging) const {
+  if (moves.empty()) return;
+  const char* name = forward_mode_name(meta.mode);
+  if (meta.batch_size < 0 || meta.padded_batch < std::max(meta.batch_size, 1) || meta.padded_batch > capacity_.max_batch)
+    detail::fail(Status::kInvalidArgument, "plan_moves: meta: expected a planned step (batch_size <= padded_batch <= ",
+                 capacity_.max_batch, "), got batch_size ", meta.batch_size, ", padded_batch ", meta.padded_batch);
+  const int32_t* indptr = moves.indptr;
+  if (indptr[0] != 0)
+    detail::fail(Status::kInvalidArgument, name, ": moves.indptr[0]: expected 0, got ", indptr[0]);
+  for (int r = 0; r < meta.batch_size; ++r) {
+    const int64_t count = static_cast<int64_t>(indptr[r + 1]) - indptr[r];
+    if (count < 0 || count > capacity_.max_q_len)
+      detail::fail(Status::kInvalidArgument, name, ": moves of row ", r, " (indptr[", r, "] = ", indptr[r],
+                   ", indptr[", r + 1, "] = ", indptr[r + 1], "): expected 0 to ", capacity_.max_q_len,
+                   " (ForwardCapacity.max_q_len) moves, got ", count);
+  }
+  const int total = indptr[meta.batch_size];  // <= batch_size * max_q_len <= max_moves
+  if (total > 0 && moves.moves == nullptr)
+    detail::fail(Status::kInvalidArgument, name, ": moves.moves: expected ", total, " moves, got nullptr");
+  int32_t* row_indptr = move_row_indptr(staging);
+  int32_t* src = move_src_slots(staging);
+  int32_t* dst = move_dst_slots(staging);
+  for (int r = 0; r <= meta.batch_size; ++r) row_indptr[r] = indptr[r];
+  for (int r = meta.batch_size + 1; r <= meta.padded_batch; ++r) row_indptr[r] = total;  // padding: empty
+  for (int i = 0; i < total; ++i) {
+    src[i] = moves.moves[i].src_slot;
+    dst[i] = moves.moves[i].dst_slot;
+  }
+  meta.has_moves = true;
+  meta.num_moves = total;
 }
 
 size_t ForwardPlanner::upload_header_bytes(const ForwardMeta& meta) const noexcept {

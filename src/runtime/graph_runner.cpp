@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/device_scope.h"
+#include "openmla/move_kv.h"
 
 namespace openmla::runtime {
 
@@ -21,6 +22,17 @@ void StepContext::attention(const TensorView& q, const KVCache& kv, float softma
   args.out = out;
   args.lse = lse;
   plan->run(args, workspace, workspace_bytes, stream);
+}
+
+void StepContext::move_kv(const KVCache* caches, int num_caches, cudaStream_t stream) const {
+  if (step != 0) return;
+  MoveKVArgs args;
+  args.src_slots = move_src_slots;
+  args.dst_slots = move_dst_slots;
+  args.row_indptr = move_row_indptr;
+  args.caches = caches;
+  args.num_caches = num_caches;
+  openmla::move_kv(args, stream, DecodePlan::device_error_word(workspace));
 }
 
 GraphRunner::GraphRunner(const GraphRunnerConfig& config, ForwardCallback forward)
@@ -97,6 +109,9 @@ void GraphRunner::issue(ForwardMode mode, int bucket, cudaStream_t stream) {
     ctx.block_table = buffers_->block_table(bucket);
     ctx.cache_seqlens = buffers_->cache_seqlens(step, bucket);
     ctx.write_slots = buffers_->write_slots(step, bucket, q_len);
+    ctx.move_src_slots = buffers_->move_src_slots();
+    ctx.move_dst_slots = buffers_->move_dst_slots();
+    ctx.move_row_indptr = buffers_->move_row_indptr(bucket);
     // Steps share the workspace: stream order puts step j's run before step j + 1's plan.
     plan.plan(ctx.cache_seqlens, ctx.workspace, ctx.workspace_bytes, stream);
     forward_(ctx, stream);
@@ -163,33 +178,33 @@ static void replay_or_run(const std::map<std::pair<ForwardMode, int>, cudaGraphE
 }
 
 ForwardMeta GraphRunner::decode(const PagePool& pool, const RequestId* requests, int batch_size, cudaStream_t stream,
-                                bool use_graph) {
+                                bool use_graph, const StepMoves& moves) {
   const int bucket = bucket_for(batch_size);
-  const ForwardMeta meta = buffers_->prepare_decode(pool, requests, batch_size, bucket, stream);
+  const ForwardMeta meta = buffers_->prepare_decode(pool, requests, batch_size, bucket, stream, moves);
   replay_or_run(graphs_, ForwardMode::kDecode, bucket, use_graph, stream,
                 [&] { issue(ForwardMode::kDecode, bucket, stream); });
   return meta;
 }
 
 ForwardMeta GraphRunner::target_verify(const PagePool& pool, const RequestId* requests, int batch_size,
-                                       cudaStream_t stream, bool use_graph) {
+                                       cudaStream_t stream, bool use_graph, const StepMoves& moves) {
   if (config_.verify_q_len == 0)
     detail::fail(Status::kInvalidArgument, "target_verify: GraphRunnerConfig.verify_q_len is 0 (not configured)");
   const int bucket = bucket_for(batch_size);
   const ForwardMeta meta =
-      buffers_->prepare_target_verify(pool, requests, batch_size, config_.verify_q_len, bucket, stream);
+      buffers_->prepare_target_verify(pool, requests, batch_size, config_.verify_q_len, bucket, stream, moves);
   replay_or_run(graphs_, ForwardMode::kTargetVerify, bucket, use_graph, stream,
                 [&] { issue(ForwardMode::kTargetVerify, bucket, stream); });
   return meta;
 }
 
 ForwardMeta GraphRunner::draft_decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                                      cudaStream_t stream, bool use_graph) {
+                                      cudaStream_t stream, bool use_graph, const StepMoves& moves) {
   if (config_.draft_steps == 0)
     detail::fail(Status::kInvalidArgument, "draft_decode: GraphRunnerConfig.draft_steps is 0 (not configured)");
   const int bucket = bucket_for(batch_size);
   const ForwardMeta meta = buffers_->prepare_draft_decode(pool, requests, batch_size, config_.draft_steps, bucket,
-                                                          stream);
+                                                          stream, moves);
   replay_or_run(graphs_, ForwardMode::kDraftDecode, bucket, use_graph, stream,
                 [&] { issue(ForwardMode::kDraftDecode, bucket, stream); });
   return meta;

@@ -180,6 +180,61 @@ void PagePool::commit(RequestId id, int64_t accepted) {
   drop_pages(req, pages_for_tokens(req.committed));
 }
 
+int64_t PagePool::check_path(const Request& req, RequestId id, const int32_t* path, int64_t accepted, SlotMove* out,
+                             const char* operation) const {
+  if (accepted < 0 || accepted > req.reserved)
+    detail::fail(Status::kInvalidArgument, operation, ": accepted: expected in [0, ", req.reserved,
+                 "] (reserved draft tokens of ", describe(id), "), got ", accepted);
+  if (accepted > 0 && path == nullptr)
+    detail::fail(Status::kInvalidArgument, operation, ": path: expected ", accepted, " tree positions, got nullptr");
+  for (int64_t k = 0; k < accepted; ++k) {
+    if (path[k] < 0 || path[k] >= req.reserved)
+      detail::fail(Status::kInvalidArgument, operation, ": path[", k, "]: expected a tree position in [0, ",
+                   req.reserved, ") (reserved draft tokens of ", describe(id), "), got ", path[k]);
+    if (k > 0 && path[k] <= path[k - 1])
+      detail::fail(Status::kInvalidArgument, operation, ": path[", k, "]: expected > path[", k - 1, "] = ",
+                   path[k - 1], " (a root-to-node path lists tree positions in increasing order: every parent "
+                   "precedes its children), got ", path[k]);
+  }
+  int64_t count = 0;
+  for (int64_t k = 0; k < accepted; ++k) {
+    if (path[k] == k) continue;
+    if (out != nullptr) {
+      const int64_t src = req.committed + path[k], dst = req.committed + k;
+      out[count] = SlotMove{req.pages[static_cast<size_t>(src / kPageSize)] * kPageSize +
+                                static_cast<int32_t>(src % kPageSize),
+                            req.pages[static_cast<size_t>(dst / kPageSize)] * kPageSize +
+                                static_cast<int32_t>(dst % kPageSize)};
+    }
+    ++count;
+  }
+  return count;
+}
+
+int64_t PagePool::path_moves(RequestId id, const int32_t* path, int64_t accepted, SlotMove* moves_out) const {
+  return check_path(lookup(id, "path_moves"), id, path, accepted, moves_out, "path_moves");
+}
+
+int64_t PagePool::commit_path(RequestId id, const int32_t* path, int64_t accepted, SlotMove* moves_out) {
+  Request& req = lookup(id, "commit_path");
+  const int64_t count = check_path(req, id, path, accepted, moves_out, "commit_path");
+  // Checked and written; the commit itself cannot fail.
+  reserved_total_ -= req.reserved;
+  committed_total_ += accepted;
+  req.committed += accepted;
+  req.reserved = 0;
+  drop_pages(req, pages_for_tokens(req.committed));
+  return count;
+}
+
+std::vector<SlotMove> PagePool::commit_path(RequestId id, const std::vector<int32_t>& path) {
+  const int64_t accepted = static_cast<int64_t>(path.size());
+  std::vector<SlotMove> moves(static_cast<size_t>(
+      check_path(lookup(id, "commit_path"), id, path.data(), accepted, nullptr, "commit_path")));
+  commit_path(id, path.data(), accepted, moves.data());
+  return moves;
+}
+
 ForkResult PagePool::fork(RequestId parent, int64_t num_tokens) {
   const Request& src = lookup(parent, "fork");
   if (num_tokens == -1) num_tokens = src.committed;

@@ -1,6 +1,6 @@
 // ForwardPlanner host logic: buffer layout, buckets, each mode's seqlens / write slots / block
 // table / padding rows, the query-position rule (query i at seqlen - s_q + i) checked against the
-// pool for random states, and every rejected input.
+// pool for random states, tree-accept moves staged for move_kv, and every rejected input.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -43,8 +43,12 @@ TEST(ForwardLayout, OffsetsAlignedAndDisjoint) {
   EXPECT_EQ(l.step_bytes % 256, 0u);
   EXPECT_GE(l.step_bytes, l.slots_offset + 128u * 16 * 4);
   EXPECT_EQ(l.block_table_offset, 4 * l.step_bytes);
-  EXPECT_GE(l.total_bytes, l.block_table_offset + 128u * 512 * 4);
-  EXPECT_EQ(l.total_bytes % 256, 0u);
+  EXPECT_GE(l.move_indptr_offset, l.block_table_offset + 128u * 512 * 4);
+  EXPECT_GE(l.move_src_offset, l.move_indptr_offset + 129u * 4);
+  EXPECT_GE(l.move_dst_offset, l.move_src_offset + 128u * 16 * 4);
+  EXPECT_GE(l.total_bytes, l.move_dst_offset + 128u * 16 * 4);
+  for (size_t offset : {l.move_indptr_offset, l.move_src_offset, l.move_dst_offset, l.total_bytes})
+    EXPECT_EQ(offset % 256, 0u);
 }
 
 TEST(Buckets, PowersOfTwoThenMax) {
@@ -66,6 +70,8 @@ TEST(ForwardPlanner, CapacityValidation) {
   expect_error([] { ForwardPlanner p(ForwardCapacity{0, 4, 1, 1}); }, "max_batch");
   expect_error([] { ForwardPlanner p(ForwardCapacity{4, 0, 1, 1}); }, "max_pages_per_request");
   expect_error([] { ForwardPlanner p(ForwardCapacity{4, 4, 129, 1}); }, "max_q_len: expected in [1, 128]");
+  ForwardPlanner largest(ForwardCapacity{4, 4, 128, 1});  // a 128-token tree verify
+  EXPECT_EQ(largest.max_moves(), 4 * 128);
   expect_error([] { ForwardPlanner p(ForwardCapacity{4, 4, 1, 0}); }, "max_steps");
 }
 
@@ -222,6 +228,63 @@ TEST_F(PlannerTest, RejectedInputs) {
   RequestId big = pool.create(385);
   expect_error([&] { planner.plan_decode(pool, &big, 1, 0, staging.data()); },
                "needs 7 block-table entries, more than ForwardCapacity.max_pages_per_request = 6");
+}
+
+TEST_F(PlannerTest, TreeAcceptMovesRideWithTheNextStep) {
+  // Two requests verified a tree each; the accepted paths' moves come from commit_path and are
+  // staged beside the next decode step's metadata.
+  RequestId a = pool.create(60);
+  RequestId b = pool.create(10);
+  RequestId c = pool.create(5);
+  pool.reserve(a, 8);
+  pool.reserve(b, 8);
+  pool.reserve(c, 8);
+  std::vector<SlotMove> moves(24);
+  std::vector<int32_t> indptr{0};
+  const int32_t path_a[] = {0, 2, 5, 7}, path_b[] = {0, 1}, path_c[] = {3};
+  const std::vector<int32_t> tree_a = pool.slots(a, 60, 8), tree_c = pool.slots(c, 5, 8);
+  indptr.push_back(indptr.back() + static_cast<int32_t>(pool.commit_path(a, path_a, 4, moves.data() + indptr.back())));
+  indptr.push_back(indptr.back() + static_cast<int32_t>(pool.commit_path(b, path_b, 2, moves.data() + indptr.back())));
+  indptr.push_back(indptr.back() + static_cast<int32_t>(pool.commit_path(c, path_c, 1, moves.data() + indptr.back())));
+  EXPECT_EQ(indptr, (std::vector<int32_t>{0, 3, 3, 4}));
+  pool.append(a);
+  pool.append(b);
+  pool.append(c);
+  RequestId reqs[] = {a, b, c};
+  ForwardMeta m = planner.plan_decode(pool, reqs, 3, 4, staging.data());
+  EXPECT_FALSE(m.has_moves);
+  planner.plan_moves(StepMoves{moves.data(), indptr.data()}, m, staging.data());
+  EXPECT_TRUE(m.has_moves);
+  EXPECT_EQ(m.num_moves, 4);
+  const int32_t* row_indptr = planner.move_row_indptr(staging.data());
+  EXPECT_EQ(std::vector<int32_t>(row_indptr, row_indptr + 5), (std::vector<int32_t>{0, 3, 3, 4, 4}));
+  EXPECT_EQ(row_indptr[5], kPoison);  // beyond the bucket: untouched
+  const int32_t* src = planner.move_src_slots(staging.data());
+  const int32_t* dst = planner.move_dst_slots(staging.data());
+  const std::vector<int32_t> want_src{tree_a[2], tree_a[5], tree_a[7], tree_c[3]};
+  const std::vector<int32_t> want_dst{tree_a[1], tree_a[2], tree_a[3], tree_c[0]};
+  EXPECT_EQ(std::vector<int32_t>(src, src + 4), want_src);
+  EXPECT_EQ(std::vector<int32_t>(dst, dst + 4), want_dst);
+  EXPECT_EQ(src[4], kPoison);
+
+  // Empty moves stage nothing; bad counts are rejected and leave meta as it was.
+  ForwardMeta plain = planner.plan_decode(pool, reqs, 3, 4, staging.data());
+  planner.plan_moves(StepMoves{}, plain, staging.data());
+  EXPECT_FALSE(plain.has_moves);
+  std::vector<int32_t> bad{0, 3, 2, 4};
+  expect_error([&] { planner.plan_moves(StepMoves{moves.data(), bad.data()}, plain, staging.data()); },
+               "decode: moves of row 1 (indptr[1] = 3, indptr[2] = 2): expected 0 to 8 (ForwardCapacity.max_q_len) "
+               "moves, got -1");
+  bad = {0, 9, 9, 9};
+  expect_error([&] { planner.plan_moves(StepMoves{moves.data(), bad.data()}, plain, staging.data()); },
+               "moves of row 0 (indptr[0] = 0, indptr[1] = 9): expected 0 to 8");
+  bad = {1, 3, 3, 4};
+  expect_error([&] { planner.plan_moves(StepMoves{moves.data(), bad.data()}, plain, staging.data()); },
+               "decode: moves.indptr[0]: expected 0, got 1");
+  expect_error([&] { planner.plan_moves(StepMoves{nullptr, indptr.data()}, plain, staging.data()); },
+               "decode: moves.moves: expected 4 moves, got nullptr");
+  EXPECT_FALSE(plain.has_moves);
+  EXPECT_EQ(plain.num_moves, 0);
 }
 
 // The rule every mode must satisfy: the write slot of query row i of a real request is the slot of

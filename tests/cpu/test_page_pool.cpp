@@ -232,7 +232,7 @@ TEST(PagePool, ForkAPrefixAndForkWhileTheParentHasDrafts) {
   EXPECT_EQ(pool.check_invariants(), "");
 }
 
-TEST(PagePool, TreeDraftBranchesAndKeepingTheWinner) {
+TEST(PagePool, ForkedBranchesAndKeepingTheWinner) {
   PagePool pool(16);
   RequestId root = pool.create(130);
   std::vector<RequestId> branches;
@@ -252,6 +252,60 @@ TEST(PagePool, TreeDraftBranchesAndKeepingTheWinner) {
   EXPECT_EQ(pool.check_invariants(), "");
   pool.release(branches[1]);
   EXPECT_EQ(pool.free_pages(), 16);
+}
+
+TEST(PagePool, TreeCommitPathMovesTheAcceptedKvToTheFrontAndFreesTheRest) {
+  PagePool pool(8);
+  RequestId r = pool.create(60);  // page 0
+  pool.reserve(r, 10);            // tree positions 0..9 at positions 60..69: page 1 holds 64..69
+  const std::vector<int32_t> slots = pool.slots(r, 60, 10);
+  const std::vector<int32_t> path{0, 2, 5};
+  std::vector<SlotMove> preview(3);
+  EXPECT_EQ(pool.path_moves(r, path.data(), 3, preview.data()), 2);
+  EXPECT_EQ(pool.reserved_tokens(r), 10);  // path_moves changes nothing
+  const std::vector<SlotMove> moves = pool.commit_path(r, path);
+  const std::vector<SlotMove> expected{{slots[2], slots[1]}, {slots[5], slots[2]}};
+  EXPECT_EQ(moves, expected);
+  EXPECT_EQ(preview[0], expected[0]);
+  EXPECT_EQ(preview[1], expected[1]);
+  EXPECT_EQ(pool.committed_tokens(r), 63);
+  EXPECT_EQ(pool.reserved_tokens(r), 0);
+  EXPECT_EQ(pool.page_ids(r).size(), 1u);  // page 1 went back: its KV (slot of position 65) is a source
+  EXPECT_EQ(pool.free_pages(), 7);
+  EXPECT_EQ(pool.check_invariants(), "");
+}
+
+TEST(PagePool, TreeCommitPathShapes) {
+  PagePool pool(8);
+  RequestId r = pool.create(100);
+  // A chain path is commit(): no moves.
+  pool.reserve(r, 5);
+  EXPECT_TRUE(pool.commit_path(r, std::vector<int32_t>{0, 1, 2}).empty());
+  EXPECT_EQ(pool.committed_tokens(r), 103);
+  // A forest (the root is not a tree token): path[0] != 0 moves every accepted token.
+  pool.reserve(r, 6);
+  std::vector<int32_t> before = pool.slots(r, 103, 6);
+  SlotMove out[3];
+  const int32_t forest[] = {1, 3, 4};
+  EXPECT_EQ(pool.commit_path(r, forest, 3, out), 3);
+  EXPECT_EQ(out[0], (SlotMove{before[1], before[0]}));
+  EXPECT_EQ(out[1], (SlotMove{before[3], before[1]}));
+  EXPECT_EQ(out[2], (SlotMove{before[4], before[2]}));
+  EXPECT_EQ(pool.committed_tokens(r), 106);
+  // A path whose prefix is in place: moves only from the first gap on.
+  pool.reserve(r, 40);  // crosses into page 2
+  before = pool.slots(r, 106, 40);
+  EXPECT_EQ(pool.commit_path(r, std::vector<int32_t>{0, 1, 30, 39}),
+            (std::vector<SlotMove>{{before[30], before[2]}, {before[39], before[3]}}));
+  EXPECT_EQ(pool.committed_tokens(r), 110);
+  EXPECT_EQ(pool.page_ids(r).size(), 2u);
+  // Nothing accepted: the whole tree is dropped (path may be null).
+  pool.reserve(r, 30);
+  EXPECT_EQ(pool.commit_path(r, nullptr, 0), 0);
+  EXPECT_EQ(pool.total_tokens(r), 110);
+  EXPECT_EQ(pool.check_invariants(), "");
+  pool.release(r);
+  EXPECT_EQ(pool.free_pages(), 8);
 }
 
 TEST(PagePool, ReleaseReturnsEveryPageAndHandlesAreNotReusedAsAliases) {
@@ -337,6 +391,35 @@ TEST(PagePoolErrors, CommitOutsideTheReservation) {
   expect_rejected(pool, [&] { pool.commit(a, -1); }, "got -1");
   pool.commit(a, 4);
   expect_rejected(pool, [&] { pool.commit(a, 1); }, "expected in [0, 0]");
+}
+
+TEST(PagePoolErrors, TreePathsOutOfOrderOrOutsideTheReservation) {
+  PagePool pool(8);
+  RequestId r = pool.create(10);
+  pool.reserve(r, 6);
+  const int32_t decreasing[] = {0, 3, 2};
+  const int32_t repeated[] = {0, 2, 2};
+  const int32_t beyond[] = {0, 6};
+  const int32_t negative[] = {-1, 2};
+  SlotMove out[8];
+  expect_rejected(pool, [&] { pool.commit_path(r, decreasing, 3, out); },
+                  "commit_path: path[2]: expected > path[1] = 3 (a root-to-node path lists tree positions in "
+                  "increasing order: every parent precedes its children), got 2");
+  expect_rejected(pool, [&] { pool.commit_path(r, repeated, 3, out); }, "path[2]: expected > path[1] = 2");
+  expect_rejected(pool, [&] { pool.commit_path(r, beyond, 2, out); },
+                  "commit_path: path[1]: expected a tree position in [0, 6) (reserved draft tokens of request 0 "
+                  "(generation 1)), got 6");
+  expect_rejected(pool, [&] { pool.commit_path(r, negative, 2, out); }, "path[0]: expected a tree position in [0, 6)");
+  expect_rejected(pool, [&] { pool.commit_path(r, decreasing, 7, out); },
+                  "commit_path: accepted: expected in [0, 6] (reserved draft tokens of request 0 (generation 1)), "
+                  "got 7");
+  expect_rejected(pool, [&] { pool.commit_path(r, decreasing, -1, out); }, "accepted: expected in [0, 6]");
+  expect_rejected(pool, [&] { pool.commit_path(r, nullptr, 2, out); },
+                  "commit_path: path: expected 2 tree positions, got nullptr");
+  expect_rejected(pool, [&] { pool.path_moves(r, decreasing, 3, out); }, "path_moves: path[2]: expected > path[1]");
+  expect_rejected(pool, [&] { pool.commit_path(kInvalidRequest, decreasing, 1, out); }, "commit_path: unknown");
+  expect_rejected(pool, [&] { pool.commit_path(r, std::vector<int32_t>{4, 1}); }, "path[1]: expected > path[0] = 4");
+  EXPECT_EQ(pool.commit_path(r, decreasing, 2, out), 1);  // {0, 3}: the valid prefix of the same array
 }
 
 TEST(PagePoolErrors, NegativeCountsAndExtendWithDraftsOutstanding) {
@@ -499,11 +582,13 @@ TEST(PagePoolSizing, PagesForBudget) {
 //
 // A scheduler-like driver: random arrivals (prefill lengths around and on multiples of 64),
 // decode steps, speculative rounds (1..4 steps x 1..16 draft tokens reserved, random acceptance),
-// tree rounds (fork per branch, keep one), prefix forks, finishes, deliberate misuse, and a small
-// pool so that growth runs into exhaustion (then a random request is preempted). A simulated
-// KV cache holds a unique value per written token; after each step the touched request's
-// committed tokens must read back through its slots (so shared pages, copy-on-fork and freed
-// tails are checked end to end), and check_invariants() must pass.
+// tree rounds (EAGLE trees of 1..128 tokens in one reservation: random parent arrays, a random
+// root-to-node path committed with commit_path and its moves applied gather-then-scatter), branch
+// rounds (fork per branch, keep one), prefix forks, finishes, deliberate misuse (bad tree paths
+// included), and a small pool so that growth runs into exhaustion (then a random request is
+// preempted). A simulated KV cache holds a unique value per written token; after each step the
+// touched request's committed tokens must read back through its slots (so shared pages,
+// copy-on-fork, tree moves and freed tails are checked end to end), and check_invariants() must pass.
 
 class Rng {
  public:
@@ -519,7 +604,10 @@ class Rng {
 struct SimulationResult {
   int64_t steps = 0;
   int64_t spec_rounds = 0;
-  int64_t tree_rounds = 0;
+  int64_t tree_rounds = 0;       // EAGLE trees (commit_path)
+  int64_t tree_moves = 0;        // slot moves those commits returned
+  int64_t tree_page_frees = 0;   // tree commits that returned pages
+  int64_t branch_rounds = 0;     // fork per branch, keep one
   int64_t prefix_forks = 0;
   int64_t copies = 0;
   int64_t exhaustions = 0;
@@ -696,9 +784,72 @@ class Simulation {
           cache_[static_cast<size_t>(copy.src_page) * kPageSize + t];
   }
 
-  // Tree drafts: a child per branch, each with its own drafts; one branch survives and replaces
+  // An EAGLE tree in one reservation: n tokens (parents precede children; several roots when the
+  // tree's root is not a draft token), one root-to-node path accepted. The moves are applied to the
+  // simulated cache as move_kv does (every source read before any destination is written).
+  void tree_round(Live& r) {
+    const int64_t n = rng_.range(1, 128);
+    const int64_t start = static_cast<int64_t>(r.tokens.size());
+    if (!attempt([&] { pool_.reserve(r.id, n); })) {
+      pool_.commit(r.id, 0);
+      return preempt();
+    }
+    const std::vector<uint64_t> drafts = write(r.id, start, n);
+    std::vector<int64_t> parent(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) parent[i] = i == 0 || rng_.chance(5) ? -1 : rng_.below(i);
+    std::vector<int32_t> path;
+    if (!rng_.chance(10)) {  // else nothing accepted
+      for (int64_t node = rng_.below(n); node >= 0; node = parent[node]) path.push_back(static_cast<int32_t>(node));
+      std::reverse(path.begin(), path.end());
+    }
+    const int64_t accepted = static_cast<int64_t>(path.size());
+    const int64_t pages_before = static_cast<int64_t>(pool_.page_ids(r.id).size());
+    const std::vector<int32_t> tree_slots = pool_.slots(r.id, start, n);
+    const std::vector<SlotMove> moves = pool_.commit_path(r.id, path);
+    ++result_.tree_rounds;
+    result_.tree_moves += static_cast<int64_t>(moves.size());
+    hash(static_cast<uint64_t>(accepted) * 131u + moves.size());
+    if (static_cast<int64_t>(pool_.page_ids(r.id).size()) < pages_before) ++result_.tree_page_frees;
+    // The moves are exactly tree position path[k] -> position k for path[k] != k, in order.
+    size_t m = 0;
+    for (int64_t k = 0; k < accepted; ++k) {
+      if (path[k] == k) continue;
+      ASSERT_LT(m, moves.size());
+      EXPECT_EQ(moves[m], (SlotMove{tree_slots[path[k]], tree_slots[k]})) << "move " << m;
+      ++m;
+    }
+    EXPECT_EQ(m, moves.size());
+    std::vector<uint64_t> gathered;
+    for (const SlotMove& mv : moves) gathered.push_back(cache_[static_cast<size_t>(mv.src_slot)]);
+    for (size_t i = 0; i < moves.size(); ++i) cache_[static_cast<size_t>(moves[i].dst_slot)] = gathered[i];
+    for (int32_t i : path) r.tokens.push_back(drafts[static_cast<size_t>(i)]);
+    verify(r);
+  }
+
+  // A reserved tree committed with a bad path: must throw and change nothing; then dropped.
+  void tree_misuse(Live& r) {
+    const int64_t n = rng_.range(3, 40);
+    if (!attempt([&] { pool_.reserve(r.id, n); })) {
+      pool_.commit(r.id, 0);
+      return preempt();
+    }
+    ++result_.misuses;
+    std::vector<int32_t> path{0, static_cast<int32_t>(rng_.range(1, n - 1))};
+    switch (rng_.below(4)) {
+      case 0: path.push_back(path[1]); break;                                  // repeated
+      case 1: path.push_back(static_cast<int32_t>(rng_.range(0, path[1] - 1))); break;  // decreasing
+      case 2: path.push_back(static_cast<int32_t>(n + rng_.below(3))); break;  // beyond the tree
+      default: path[0] = -1 - static_cast<int32_t>(rng_.below(3)); break;      // negative
+    }
+    const Snapshot before = snapshot(pool_, false);
+    EXPECT_THROW(pool_.commit_path(r.id, path), Error);
+    EXPECT_TRUE(before == snapshot(pool_, false)) << "a rejected commit_path changed the pool";
+    pool_.commit(r.id, 0);
+  }
+
+  // Branches forked from one request, each with its own drafts; one branch survives and replaces
   // the parent.
-  void tree_round(size_t index) {
+  void branch_round(size_t index) {
     const int64_t branches = rng_.range(2, 4);
     const int64_t depth = rng_.range(1, 16);
     std::vector<Live> children;
@@ -717,7 +868,7 @@ class Simulation {
       for (Live& c : children) pool_.release(c.id);
       return preempt();
     }
-    ++result_.tree_rounds;
+    ++result_.branch_rounds;
     const size_t winner = static_cast<size_t>(rng_.below(branches));
     for (size_t b = 0; b < children.size(); ++b)
       if (b != winner) pool_.release(children[b].id);
@@ -783,9 +934,11 @@ class Simulation {
     const size_t index = static_cast<size_t>(rng_.below(static_cast<int64_t>(live_.size())));
     if (live_[index].tokens.size() > 3000 || action < 16) return finish(index);
     if (action < 26) return decode(live_[index]);
-    if (action < 33) return tree_round(index);
-    if (action < 38) return prefix_fork(index);
-    if (action < 41) return misuse();
+    if (action < 31) return branch_round(index);
+    if (action < 36) return prefix_fork(index);
+    if (action < 39) return misuse();
+    if (action < 40) return tree_misuse(live_[index]);
+    if (action < 58) return tree_round(live_[index]);
     speculative_round(live_[index]);
   }
 
@@ -806,7 +959,10 @@ TEST(PagePoolProperty, HundredThousandSpeculativeStepsWithoutLeaks) {
   EXPECT_EQ(r.steps, 100000);
   // The run must have exercised every path, and often (else the test proves little).
   EXPECT_GT(r.spec_rounds, 20000);
-  EXPECT_GT(r.tree_rounds, 2000);
+  EXPECT_GT(r.tree_rounds, 10000);
+  EXPECT_GT(r.tree_moves, 20000);
+  EXPECT_GT(r.tree_page_frees, 2000);
+  EXPECT_GT(r.branch_rounds, 2000);
   EXPECT_GT(r.prefix_forks, 1500);
   EXPECT_GT(r.copies, 3000);
   EXPECT_GT(r.exhaustions, 500);
@@ -814,9 +970,10 @@ TEST(PagePoolProperty, HundredThousandSpeculativeStepsWithoutLeaks) {
   EXPECT_GT(r.partial_accepts, 10000);
   EXPECT_GT(r.page_tail_frees, 5000);
   EXPECT_GT(r.max_used_pages, 300);  // pressure reached the top of the pool
-  std::printf("steps %lld: spec %lld tree %lld prefix-forks %lld copies %lld exhaustions %lld misuse %lld "
-              "partial-accepts %lld page-frees %lld max-used %lld/320\n",
-              (long long)r.steps, (long long)r.spec_rounds, (long long)r.tree_rounds, (long long)r.prefix_forks,
+  std::printf("steps %lld: spec %lld tree %lld (moves %lld, page-frees %lld) branch %lld prefix-forks %lld "
+              "copies %lld exhaustions %lld misuse %lld partial-accepts %lld page-frees %lld max-used %lld/320\n",
+              (long long)r.steps, (long long)r.spec_rounds, (long long)r.tree_rounds, (long long)r.tree_moves,
+              (long long)r.tree_page_frees, (long long)r.branch_rounds, (long long)r.prefix_forks,
               (long long)r.copies, (long long)r.exhaustions, (long long)r.misuses, (long long)r.partial_accepts,
               (long long)r.page_tail_frees, (long long)r.max_used_pages);
 }

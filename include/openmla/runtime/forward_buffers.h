@@ -11,6 +11,12 @@
 //                                     cache_seqlens = buffers.cache_seqlens(0, m.padded_batch) ...},
 //                                buffers.workspace(), buffers.workspace_bytes(), stream);
 //
+// Tree accept: pass the moves PagePool::commit_path() returned as StepMoves to the next step's
+// prepare_*(); they are uploaded with its metadata and the step runs them first:
+//     move_kv(buffers.move_args(m.padded_batch, layer_caches, num_layers), stream, error_word);
+// A step prepared without moves uploads empty groups wherever an earlier step left moves, so a
+// graph that always contains the move_kv launch replays it as a no-op.
+//
 // What is synchronous: prepare_*() fills pinned host memory on the calling thread and enqueues
 // cudaMemcpyAsync calls on `stream`; it never synchronizes the device or the stream and never
 // allocates. The staging area is a ring of num_staging entries; an entry is rewritten only after
@@ -30,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include "openmla/decode.h"
+#include "openmla/move_kv.h"
 #include "openmla/runtime/forward_planner.h"
 #include "openmla/tensor.h"
 
@@ -51,18 +58,20 @@ class ForwardBuffers {
   int device() const noexcept { return device_; }
 
   // Plan (see ForwardPlanner for each mode's meaning and checks) into the next staging entry and
-  // enqueue its upload on `stream`. On a planning error nothing is enqueued.
+  // enqueue its upload on `stream`, with `moves` staged by ForwardPlanner::plan_moves (optional).
+  // On a planning error nothing is enqueued.
   ForwardMeta prepare_decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                             int padded_batch, cudaStream_t stream);
+                             int padded_batch, cudaStream_t stream, const StepMoves& moves = {});
   ForwardMeta prepare_target_verify(const PagePool& pool, const RequestId* requests,
                                     int batch_size, int num_draft, int padded_batch,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, const StepMoves& moves = {});
   ForwardMeta prepare_draft_decode(const PagePool& pool, const RequestId* requests,
                                    int batch_size, int num_steps, int padded_batch,
-                                   cudaStream_t stream);
+                                   cudaStream_t stream, const StepMoves& moves = {});
   ForwardMeta prepare_draft_extend(const PagePool& pool, const RequestId* requests,
                                    const int* new_tokens, int batch_size, int q_len,
-                                   int padded_batch, cudaStream_t stream);
+                                   int padded_batch, cudaStream_t stream,
+                                   const StepMoves& moves = {});
 
   // Lower level, for custom planning: the next ring entry (host, pinned, layout().total_bytes),
   // then upload() of what was written into it. Each acquire_staging() must be followed by one
@@ -75,6 +84,13 @@ class ForwardBuffers {
   TensorView block_table(int padded_batch) const;               // [padded_batch, max_pages], row stride max_pages
   TensorView cache_seqlens(int step, int padded_batch) const;   // [padded_batch]
   TensorView write_slots(int step, int padded_batch, int q_len) const;  // [padded_batch * q_len]; -1 = skip
+  // move_kv arrays of the last upload: row_indptr [padded_batch + 1] (group r = request row r),
+  // src / dst slots [max_batch * max_q_len] (rows past row_indptr[padded_batch] are not read).
+  TensorView move_row_indptr(int padded_batch) const;
+  TensorView move_src_slots() const;
+  TensorView move_dst_slots() const;
+  // MoveKVArgs over those arrays for caches[0 .. num_caches) (e.g. every layer).
+  MoveKVArgs move_args(int padded_batch, const KVCache* caches, int num_caches) const;
 
   // Raw device base pointer of the buffers (layout: planner().layout()).
   void* device_base() const noexcept { return device_base_; }
@@ -102,6 +118,7 @@ class ForwardBuffers {
   size_t entry_stride_ = 0;
   std::vector<cudaEvent_t> copied_;      // per entry: recorded after its upload
   std::vector<bool> in_flight_;          // per entry: an event was recorded and not yet waited on
+  bool device_moves_ = false;            // the device row_indptr may hold non-empty groups
 };
 
 }  // namespace openmla::runtime

@@ -30,6 +30,13 @@
 //                  slot -1 so they never overwrite that KV. Requires total_tokens >= q_len for
 //                  every real request (else a padding row would sit before position 0).
 //
+// Tree verify (EAGLE topk > 1) is kTargetVerify with num_draft = n tree tokens per request (the
+// tree at positions [committed, committed + n), tree position i at committed + i; the engine passes
+// its TreeMask to decode, which takes n <= kMaxTreeQueryLen). After the accept, PagePool::commit_path() returns each request's slot
+// moves; plan_moves() stages them as move_kv's arrays beside the next step's metadata, so the moves
+// run (in a CUDA graph or eagerly) before that step's attention. Group r of the move arrays is
+// request row r of that step.
+//
 // Write slots of one step are request-major, dense as [padded_batch, q_len], i.e. the row order of
 // q [padded_batch, q_len, h_q, 576] flattened to tokens, which is what write_kv takes.
 #pragma once
@@ -54,7 +61,8 @@ const char* forward_mode_name(ForwardMode mode) noexcept;  // "decode", "target_
 struct ForwardCapacity {
   int max_batch = 0;              // request rows (the largest bucket), >= 1
   int max_pages_per_request = 0;  // block-table columns, >= 1 (= ceil(max context / 64))
-  int max_q_len = 1;              // largest s_q (verify draft tokens, draft-extend window), 1..16
+  int max_q_len = 1;              // largest s_q (verify draft tokens, draft-extend window), 1..128;
+                                  // also the most slot moves of one request (plan_moves)
   int max_steps = 1;              // draft-decode steps prepared at once, >= 1
 };
 
@@ -63,12 +71,18 @@ struct ForwardCapacity {
 //       seqlens [max_batch]                    at + seqlens_offset
 //       write slots [max_batch * max_q_len]    at + slots_offset (dense [padded_batch, q_len])
 //   block table [max_batch, max_pages_per_request] at block_table_offset (row stride = max_pages)
+//   move_kv arrays (plan_moves): row_indptr [max_batch + 1] at move_indptr_offset, src slots
+//       [max_moves] at move_src_offset, dst slots [max_moves] at move_dst_offset, where
+//       max_moves = max_batch * max_q_len
 // Offsets are 256-byte aligned (decode's cache_seqlens and slot tensors start aligned).
 struct ForwardLayout {
   size_t seqlens_offset = 0;
   size_t slots_offset = 0;
   size_t step_bytes = 0;
   size_t block_table_offset = 0;
+  size_t move_indptr_offset = 0;
+  size_t move_src_offset = 0;
+  size_t move_dst_offset = 0;
   size_t total_bytes = 0;
 };
 ForwardLayout forward_layout(const ForwardCapacity& capacity);
@@ -81,6 +95,16 @@ struct ForwardMeta {
   int q_len = 1;         // s_q of every step
   int num_steps = 1;     // steps with metadata (draft decode), else 1
   int table_width = 0;   // block-table columns in use: max pages over the real rows (<= capacity)
+  bool has_moves = false;  // plan_moves() staged move_kv arrays (row_indptr for every padded row)
+  int num_moves = 0;       // slot moves staged (rows of src / dst slots in use)
+};
+
+// Slot moves riding with a step (tree accept), request-major like the step's rows: request row r's
+// moves are moves[indptr[r] .. indptr[r+1]) (what PagePool::commit_path wrote for that request).
+struct StepMoves {
+  const SlotMove* moves = nullptr;
+  const int32_t* indptr = nullptr;  // [batch_size + 1], indptr[0] = 0; nullptr: no moves this step
+  bool empty() const noexcept { return indptr == nullptr; }
 };
 
 class ForwardPlanner {
@@ -109,6 +133,14 @@ class ForwardPlanner {
                                 const int* new_tokens, int batch_size, int q_len,
                                 int padded_batch, void* staging) const;
 
+  // Stages the step's slot moves as move_kv arrays (row_indptr [padded_batch + 1] with padding
+  // rows empty, src / dst slots) into the staging area just planned by the call that returned
+  // `meta` (same rows: moves.indptr has meta.batch_size + 1 entries), and records them in meta
+  // (has_moves, num_moves). Checks: indptr starts at 0 and never decreases, at most max_q_len
+  // moves per request; a throw leaves meta unchanged. The slots are not checked here (move_kv
+  // checks them on the device). O(moves); no allocation. Empty moves: nothing staged.
+  void plan_moves(const StepMoves& moves, ForwardMeta& meta, void* staging) const;
+
   // Contiguous prefix of the staging area holding every step in use (seqlens + slots).
   size_t upload_header_bytes(const ForwardMeta& meta) const noexcept;
 
@@ -119,6 +151,16 @@ class ForwardPlanner {
   const int32_t* seqlens(const void* staging, int step) const noexcept;
   const int32_t* write_slots(const void* staging, int step) const noexcept;
   const int32_t* block_table(const void* staging) const noexcept;
+  int32_t* move_row_indptr(void* staging) const noexcept;
+  int32_t* move_src_slots(void* staging) const noexcept;
+  int32_t* move_dst_slots(void* staging) const noexcept;
+  const int32_t* move_row_indptr(const void* staging) const noexcept;
+  const int32_t* move_src_slots(const void* staging) const noexcept;
+  const int32_t* move_dst_slots(const void* staging) const noexcept;
+  // Capacity of the move arrays: max_batch * max_q_len.
+  int64_t max_moves() const noexcept {
+    return static_cast<int64_t>(capacity_.max_batch) * capacity_.max_q_len;
+  }
 
  private:
   // Validates the batch-level arguments (sizes, duplicates) and returns the meta to fill.

@@ -13,6 +13,11 @@
 //   runner.capture(stream);                          // once: every (mode, bucket)
 //   per step: pool.append(r)...; runner.decode(pool, reqs, n, stream);     // plan, upload, replay
 //
+// Tree accept: the moves PagePool::commit_path() returned ride with the next step (StepMoves
+// argument of decode()/target_verify()/draft_decode()); a callback that starts with
+// ctx.move_kv(layer_caches, num_layers, s) performs them inside that step's graph (empty groups,
+// no work, on steps without moves).
+//
 // Buckets: 1, 2, 4, 8, ... below max_batch, then max_batch. A batch of n requests runs in the
 // smallest bucket >= n; rows n .. bucket-1 are empty requests (seqlen 0: out 0, lse -inf, no
 // attention work, write slots -1). The callback must size its own per-row work by
@@ -67,11 +72,19 @@ struct StepContext {
   TensorView block_table;               // [padded_batch, max_pages] int32 (device)
   TensorView cache_seqlens;             // [padded_batch] int32 (device)
   TensorView write_slots;               // [padded_batch * q_len] int32 (device), -1 = skip
+  TensorView move_src_slots;            // move_kv arrays staged with this step (ForwardBuffers::move_args)
+  TensorView move_dst_slots;
+  TensorView move_row_indptr;           // [padded_batch + 1]
 
   // One layer's attention with this step's metadata: plan->run() with q [padded_batch, q_len,
   // h_q, 576], out [padded_batch, q_len, h_q, 512], lse [padded_batch, q_len, h_q] (any strides).
   void attention(const TensorView& q, const KVCache& kv, float softmax_scale, const TensorView& out,
                  const TensorView& lse, cudaStream_t stream) const;
+
+  // The step's slot moves (tree accept) in caches[0 .. num_caches), e.g. every layer, before the
+  // step's first write_kv or attention; errors go to the plans' device error word. The moves belong
+  // to step 0: in later draft-decode steps this does nothing (their positions were rewritten).
+  void move_kv(const KVCache* caches, int num_caches, cudaStream_t stream) const;
 };
 
 using ForwardCallback = std::function<void(const StepContext& ctx, cudaStream_t stream)>;
@@ -99,12 +112,13 @@ class GraphRunner {
 
   // One step: plan + upload the batch's metadata, then replay the bucket's graph (use_graph and
   // captured) or run the same work eagerly. Returns the planned metadata (bucket in padded_batch).
+  // `moves`: slot moves of the previous tree accept, staged with this step (ForwardPlanner::plan_moves).
   ForwardMeta decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                     cudaStream_t stream, bool use_graph = true);
+                     cudaStream_t stream, bool use_graph = true, const StepMoves& moves = {});
   ForwardMeta target_verify(const PagePool& pool, const RequestId* requests, int batch_size,
-                            cudaStream_t stream, bool use_graph = true);
+                            cudaStream_t stream, bool use_graph = true, const StepMoves& moves = {});
   ForwardMeta draft_decode(const PagePool& pool, const RequestId* requests, int batch_size,
-                           cudaStream_t stream, bool use_graph = true);
+                           cudaStream_t stream, bool use_graph = true, const StepMoves& moves = {});
 
   // Device error word shared by every plan (DeviceErrorBits): read syncs `stream`.
   unsigned read_device_errors(cudaStream_t stream) const;

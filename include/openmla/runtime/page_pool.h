@@ -16,18 +16,34 @@
 //     ... draft passes / verify write KV at slots(r, committed, num_draft) ...
 //     pool.commit(r, accepted);                 // keep the first `accepted`, drop the rest:
 //                                               // total = committed; pages past ceil(total/64) freed
-// Tree drafts: fork() a child per branch (children share the parent's full pages), reserve in each
-// child, keep the winning child and release() the others (and the parent when no longer needed).
+// Speculative step (tree drafts, EAGLE topk > 1): the whole tree lives in ONE request. Its n tree
+// tokens (any node order in which every parent precedes its children, e.g. breadth-first) are
+// written at the n consecutive reserved positions committed .. committed + n - 1, tree position i
+// at position committed + i:
+//     pool.reserve(r, n);                       // the tree's positions (one reservation)
+//     ... draft passes / tree verify write KV at slots(r, committed, n) ...
+//     moves = pool.commit_path(r, path, accepted);
+//         // path = the accepted root-to-node path as tree positions, strictly increasing. The first
+//         // `accepted` positions become committed (total = committed), the rest are dropped and
+//         // pages past ceil(total / 64) freed, as commit(). The KV of tree position path[k] must now
+//         // sit at position committed_before + k: `moves` lists (src slot, dst slot) for every k with
+//         // path[k] != k, which the caller performs with move_kv (openmla/move_kv.h) in every
+//         // layer's cache before anything reads those positions (ForwardPlanner::plan_moves stages
+//         // them for a CUDA graph). A source may lie in a page this commit freed: enqueue the moves
+//         // before any work that could write pages handed out later (stream order suffices).
+// A chain is the tree whose accepted path is 0 .. accepted - 1: commit(r, accepted), no moves.
 //
+// fork() serves prefix sharing (parallel sampling, a shared system prompt), not tree drafts.
 // Sharing rule (why forks and prefix sharing cannot corrupt each other): a page owned by more than
 // one request is always full and committed in every owner, so nobody ever writes it again. fork()
 // therefore never shares a partly filled last page: it gives the child a fresh page and returns
 // the copy (src page, dst page, token count) the caller must perform in every layer's cache before
 // the child's next write or read of that page (see PageCopy). Forking at a multiple of 64 tokens
-// needs no copy.
+// needs no copy. Moves of commit_path() never touch a shared page: they lie at positions >=
+// committed, in pages owned by the request alone.
 //
 // Errors: every misuse (unknown or released request, commit beyond the reservation, negative
-// counts, extending with drafts outstanding) throws openmla::Error(kInvalidArgument); running out
+// counts, extending with drafts outstanding, a path out of order or beyond the reservation) throws openmla::Error(kInvalidArgument); running out
 // of pages throws PoolExhausted (an Error). Every operation checks before it mutates, so a throw
 // leaves the pool exactly as it was (strong exception guarantee).
 //
@@ -77,6 +93,15 @@ struct PageCopy {
   int32_t dst_page = -1;
   int32_t num_tokens = 0;
   bool needed() const noexcept { return num_tokens > 0; }
+};
+
+// A KV row move after a tree verify (PagePool::commit_path): in every layer's cache, the token row
+// at src_slot goes to dst_slot. The moves of one commit_path form one move_kv group: all sources are
+// read before any destination is written (a destination may be another move's source).
+struct SlotMove {
+  int32_t src_slot = -1;
+  int32_t dst_slot = -1;
+  bool operator==(const SlotMove& o) const noexcept { return src_slot == o.src_slot && dst_slot == o.dst_slot; }
 };
 
 struct ForkResult {
@@ -130,6 +155,18 @@ class PagePool {
   // and the tail of the last page past total is free for the request's next write. Never fails for
   // lack of pages.
   void commit(RequestId id, int64_t accepted);
+
+  // Tree commit: keeps the KV of the reserved tree positions path[0] < path[1] < ... <
+  // path[accepted - 1] (each in [0, reserved_tokens); a root-to-node path of a tree whose parents
+  // precede their children is strictly increasing) as the committed positions committed ..
+  // committed + accepted - 1, then drops the rest as commit(id, accepted) does. Writes the moves
+  // that bring tree position path[k] to position k (one per k with path[k] != k, in increasing k;
+  // at most `accepted`) to moves_out (room for `accepted` moves, or nullptr) and returns their count. Every source
+  // position is >= its destination. accepted = 0 drops the whole tree (path may be nullptr).
+  int64_t commit_path(RequestId id, const int32_t* path, int64_t accepted, SlotMove* moves_out = nullptr);
+  std::vector<SlotMove> commit_path(RequestId id, const std::vector<int32_t>& path);
+  // The moves commit_path(id, path, accepted) would return, without committing (same checks).
+  int64_t path_moves(RequestId id, const int32_t* path, int64_t accepted, SlotMove* moves_out) const;
 
   // New request sharing positions [0, num_tokens) of parent (num_tokens <= parent's committed
   // tokens; -1 means all of them). Full pages are shared by refcount; a partly filled last page is
@@ -200,6 +237,9 @@ class PagePool {
   void take_pages(Request& req, int64_t count);   // count <= free_pages(), checked by callers
   void drop_pages(Request& req, int64_t keep);    // pages beyond `keep` lose one reference
   void require_pages(int64_t needed, const char* operation, RequestId id) const;
+  // Checks a tree path against req's reservation and writes its moves (out may be nullptr).
+  int64_t check_path(const Request& req, RequestId id, const int32_t* path, int64_t accepted, SlotMove* out,
+                     const char* operation) const;
 
   std::vector<int32_t> refcounts_;    // per page
   std::vector<int32_t> free_list_;    // stack; back() is handed out next
