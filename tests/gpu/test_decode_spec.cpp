@@ -212,7 +212,7 @@ TEST(SpecDecode, GuardsFlagBadOffsetsAndShortRequests) {
   SpecData bad = good;
   bad.q_indptr[5] = static_cast<int32_t>(bad.total_q) + 1;  // request 4 ends past q's rows
   bad.q_indptr[1] = -1;                                      // request 0 starts before them
-  for (const SpecData* d : {&good, &bad}) {
+  for (const SpecData* d : {&good, static_cast<const SpecData*>(&bad)}) {
     const ReferenceResult ref = run_spec_reference(*d);
     DecodePlan plan = make_spec_plan(d->shape, 0);
     DeviceSpec ds;
@@ -227,7 +227,9 @@ TEST(SpecDecode, GuardsFlagBadOffsetsAndShortRequests) {
     const unsigned errors = DecodePlan::read_device_errors(ds.workspace.get(), nullptr);
     EXPECT_EQ(errors, ref.device_errors) << describe_device_errors(errors);
     EXPECT_TRUE(errors & kDeviceErrorSeqlenBelowQueryLen);
-    if (d == &bad) EXPECT_TRUE(errors & kDeviceErrorQueryOffsets);
+    if (d == &bad) {
+      EXPECT_TRUE(errors & kDeviceErrorQueryOffsets);
+    }
   }
 }
 
