@@ -47,6 +47,7 @@ Anchors Anchors::load(const std::string& path) {
 }
 
 const AnchorRow* Anchors::find(const std::string& kernel, const BenchConfig& c) const {
+  if (c.speculative_form()) return nullptr;  // anchor rows are uniform queries without a tree mask
   for (const AnchorRow& r : rows_) {
     if (r.kernel != kernel || r.batch_size != c.batch_size || r.q_len != c.q_len ||
         r.num_heads != c.num_heads || r.varlen != c.varlen) {

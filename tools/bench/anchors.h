@@ -28,7 +28,8 @@ class Anchors {
   bool empty() const { return rows_.empty(); }
   const std::string& path() const { return path_; }
   // The row of `kernel` for config c; a varlen row matches when its mean length is within 10% of
-  // the config's nominal mean (FlashMLA's draw of N(4096, 2048) averaged 4116.9). nullptr if none.
+  // the config's nominal mean (FlashMLA's draw of N(4096, 2048) averaged 4116.9). nullptr if none, and for
+  // ragged or tree-masked configs (the anchors are uniform queries without a tree mask).
   const AnchorRow* find(const std::string& kernel, const BenchConfig& c) const;
 
  private:

@@ -1,11 +1,13 @@
 #include "bench_config.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <random>
 #include <sstream>
 
 #include "core/check.h"
+#include "openmla/tree_mask.h"
 
 namespace openmla::bench {
 namespace {
@@ -55,6 +57,143 @@ std::vector<BenchConfig> fp8_configs() {
   };
 }
 
+// Speculative decoding (the spec grid). Every configuration counts FLOPs over the keys its query tokens see.
+constexpr int kSpecHeads[] = {16, 128};
+// Tree verify against the causal chain of as many tokens.
+constexpr int kTreeBatch = 64;
+constexpr int kTreeSeqlens[] = {4096, 16384};
+// EAGLE with topk 4 and depth 4: four roots, then four tokens per level (16 draft tokens), parents before
+// children as EAGLE orders them.
+constexpr int kEagleTreeParents[] = {-1, -1, -1, -1, 0, 0, 1, 2, 4, 4, 6, 7, 8, 9, 10, 11};
+constexpr int kTreeTokens = static_cast<int>(sizeof(kEagleTreeParents) / sizeof(kEagleTreeParents[0]));
+// A mixed batch: half the requests decode one token, half verify eight drafts, interleaved.
+constexpr int kMixedBatch = 64;
+constexpr int kMixedSeqlen = 4096;
+constexpr int kMixedShort = 1, kMixedLong = 8;
+// Long verify: 64 draft tokens per request, uniform and ragged, against the compute-bound uniform shapes.
+constexpr int kVerifyBatch = 32, kVerifyTokens = 64, kVerifyHeads = 16, kVerifySeqlen = 8192;
+constexpr int kComputeBoundSeqlens[] = {8192, 16384};  // b = 128, s_q = 2, h_q = 128 (the fp8 grid's MTP shapes)
+
+BenchConfig spec_uniform(int b, int s_q, int h_q, int s_k) {
+  BenchConfig c{b, s_q, h_q, s_k, false};
+  c.visible_key_flops = true;
+  return c;
+}
+
+BenchConfig spec_tree(int b, int h_q, int s_k) {
+  BenchConfig c = spec_uniform(b, kTreeTokens, h_q, s_k);
+  c.tree_mask = TreeMask::kShared;
+  c.tree_parents.assign(std::begin(kEagleTreeParents), std::end(kEagleTreeParents));
+  return c;
+}
+
+BenchConfig spec_ragged(int b, std::vector<int> counts, int h_q, int s_k) {
+  BenchConfig c = spec_uniform(b, *std::max_element(counts.begin(), counts.end()), h_q, s_k);
+  c.layout = QueryLayout::kRagged;
+  c.q_counts = std::move(counts);
+  return c;
+}
+
+struct TreePair {
+  BenchConfig chain, tree;
+};
+std::vector<TreePair> tree_pairs() {
+  std::vector<TreePair> out;
+  for (int h_q : kSpecHeads)
+    for (int s_k : kTreeSeqlens)
+      out.push_back({spec_uniform(kTreeBatch, kTreeTokens, h_q, s_k), spec_tree(kTreeBatch, h_q, s_k)});
+  return out;
+}
+
+struct MixedSet {
+  BenchConfig mixed;                  // one ragged launch
+  BenchConfig half_short, half_long;  // the two uniform halves, each its own launch
+  BenchConfig padded;                 // every request padded to the long count
+};
+std::vector<MixedSet> mixed_sets() {
+  std::vector<MixedSet> out;
+  for (int h_q : kSpecHeads) {
+    out.push_back({spec_ragged(kMixedBatch, {kMixedShort, kMixedLong}, h_q, kMixedSeqlen),
+                   spec_uniform(kMixedBatch / 2, kMixedShort, h_q, kMixedSeqlen),
+                   spec_uniform(kMixedBatch / 2, kMixedLong, h_q, kMixedSeqlen),
+                   spec_uniform(kMixedBatch, kMixedLong, h_q, kMixedSeqlen)});
+  }
+  return out;
+}
+
+struct VerifySet {
+  BenchConfig uniform, ragged;
+  std::vector<BenchConfig> compute_bound;  // uniform shapes whose best TFLOP/s is the reference
+};
+VerifySet verify_set() {
+  VerifySet v{spec_uniform(kVerifyBatch, kVerifyTokens, kVerifyHeads, kVerifySeqlen),
+              spec_ragged(kVerifyBatch, {kVerifyTokens}, kVerifyHeads, kVerifySeqlen),
+              {}};
+  for (int s_k : kComputeBoundSeqlens) v.compute_bound.push_back(spec_uniform(128, 2, 128, s_k));
+  return v;
+}
+
+// Related rows next to each other (a pair's rows back to back), so that the ratios compare rows taken in the
+// same state of the GPU.
+std::vector<BenchConfig> spec_configs() {
+  std::vector<BenchConfig> out;
+  for (const TreePair& p : tree_pairs()) {
+    out.push_back(p.chain);
+    out.push_back(p.tree);
+  }
+  for (const MixedSet& m : mixed_sets()) {
+    out.push_back(m.mixed);
+    out.push_back(m.half_short);
+    out.push_back(m.half_long);
+    out.push_back(m.padded);
+  }
+  const VerifySet v = verify_set();
+  out.push_back(v.uniform);
+  out.push_back(v.ragged);
+  for (const BenchConfig& c : v.compute_bound) out.push_back(c);
+  return out;
+}
+
+std::vector<RatioDef> spec_ratios() {
+  std::vector<RatioDef> out;
+  for (const TreePair& p : tree_pairs()) {
+    out.push_back({"tree/chain h_q=" + std::to_string(p.chain.num_heads) + " s_k=" + std::to_string(p.chain.seqlen),
+                   RatioKind::kTime, {p.tree}, {p.chain}, 1.10,
+                   "16-token tree verify (EAGLE topk 4 depth 4, shared mask) / the causal chain of 16 tokens"});
+  }
+  for (const MixedSet& m : mixed_sets()) {
+    const std::string heads = " h_q=" + std::to_string(m.mixed.num_heads);
+    out.push_back({"mixed/halves" + heads, RatioKind::kTime, {m.mixed}, {m.half_short, m.half_long}, 1.05,
+                   "one ragged launch of 1- and 8-token requests / the uniform halves launched separately (sum)"});
+    out.push_back({"mixed/padded" + heads, RatioKind::kTime, {m.mixed}, {m.padded}, 0.75,
+                   "one ragged launch of 1- and 8-token requests / every request padded to 8 tokens"});
+  }
+  const VerifySet v = verify_set();
+  out.push_back({"verify64 uniform/compute-bound TFLOP/s", RatioKind::kTflopsOverBest, {v.uniform},
+                 v.compute_bound, -1.0,
+                 "64-token causal verify, uniform: its TFLOP/s / the best of the compute-bound uniform shapes"});
+  out.push_back({"verify64 ragged/compute-bound TFLOP/s", RatioKind::kTflopsOverBest, {v.ragged}, v.compute_bound,
+                 -1.0, "64-token causal verify, ragged: its TFLOP/s / the best of the compute-bound uniform shapes"});
+  out.push_back({"verify64 ragged/uniform", RatioKind::kTime, {v.ragged}, {v.uniform}, -1.0,
+                 "the ragged form of the 64-token verify / the uniform one (the same tokens)"});
+  return out;
+}
+
+std::string join_counts(const std::vector<int>& counts) {
+  std::string s;
+  for (size_t i = 0; i < counts.size(); ++i) s += (i ? "/" : "") + std::to_string(counts[i]);
+  return s;
+}
+
+// Query tokens of each request.
+std::vector<int> request_counts(const BenchConfig& c) {
+  std::vector<int> counts(static_cast<size_t>(c.batch_size), c.q_len);
+  if (c.ragged()) {
+    for (int r = 0; r < c.batch_size; ++r) counts[r] = c.q_counts[r % c.q_counts.size()];
+  }
+  return counts;
+}
+
 // "4/16/64" -> {4, 16, 64}; `name` is the argument the error message names.
 std::vector<int> parse_int_list(const std::string& name, const std::string& values) {
   std::vector<int> out;
@@ -90,16 +229,85 @@ std::string BenchConfig::label() const {
   } else {
     os << " s_k=" << seqlen;
   }
+  if (tree_mask != TreeMask::kNone) os << " tree=" << tree_mask_name(tree_mask);
+  if (ragged()) os << " ragged q=" << join_counts(q_counts);
   return os.str();
 }
 
-const char* grid_names() { return "quick|deepseek|varlen|fp8|all"; }
+std::string BenchConfig::query_form() const {
+  std::string s = ragged() ? "ragged " + join_counts(q_counts) : q_len == 1 ? "1" : causal() ? "chain" : "";
+  if (tree_mask != TreeMask::kNone) s += std::string(s.empty() ? "" : " ") + "tree/" + tree_mask_name(tree_mask);
+  return s;
+}
+
+std::string BenchConfig::q_counts_description() const {
+  if (!ragged()) return std::to_string(q_len) + " per request";
+  if (q_counts.size() == 1) return std::to_string(q_counts[0]) + " per request (ragged)";
+  // How many requests take each count of the pattern.
+  const std::vector<int> counts = request_counts(*this);
+  std::string s = join_counts(q_counts) + " interleaved:";
+  for (size_t k = 0; k < q_counts.size(); ++k) {
+    if (std::find(q_counts.begin(), q_counts.begin() + k, q_counts[k]) != q_counts.begin() + k) continue;
+    s += std::string(k ? "," : "") + " " + std::to_string(std::count(counts.begin(), counts.end(), q_counts[k])) +
+         " x " + std::to_string(q_counts[k]);
+  }
+  return s;
+}
+
+QueryInputs query_inputs(const BenchConfig& c) {
+  if (c.ragged()) {
+    if (c.q_counts.empty()) detail::fail_arg("config q_counts", "at least one count with ragged queries", "none");
+    for (int n : c.q_counts)
+      if (n < 1 || n > c.q_len)
+        detail::fail_arg("config q_counts", "counts in [1, q_len = " + std::to_string(c.q_len) + "]", n);
+    if (*std::max_element(c.q_counts.begin(), c.q_counts.end()) != c.q_len)
+      detail::fail_arg("config q_len", "the largest of q_counts " + join_counts(c.q_counts), c.q_len);
+  } else if (!c.q_counts.empty()) {
+    detail::fail_arg("config q_counts", "none with uniform queries", join_counts(c.q_counts));
+  }
+  QueryInputs in;
+  in.counts = request_counts(c);
+  if (c.ragged()) {
+    in.q_indptr.assign(1, 0);
+    for (int n : in.counts) in.q_indptr.push_back(in.q_indptr.back() + n);
+  }
+  for (int n : in.counts) in.total_q += n;
+  if (c.tree_mask == TreeMask::kNone) {
+    if (!c.tree_parents.empty())
+      detail::fail_arg("config tree_parents", "none without a tree mask", join_counts(c.tree_parents));
+    return in;
+  }
+  if (static_cast<int>(c.tree_parents.size()) != c.q_len)
+    detail::fail_arg("config tree_parents", "one parent per query token (q_len = " + std::to_string(c.q_len) + ")",
+                     c.tree_parents.size());
+  if ((c.tree_mask == TreeMask::kPerRequest && c.ragged()) || (c.tree_mask == TreeMask::kPacked && !c.ragged()))
+    detail::fail_arg("config tree_mask",
+                     c.ragged() ? "shared or packed with ragged queries" : "shared or per_request with uniform queries",
+                     tree_mask_name(c.tree_mask));
+  const std::vector<int32_t> parents(c.tree_parents.begin(), c.tree_parents.end());
+  std::vector<int64_t> rows(parents.size());
+  tree_mask_from_parents(parents.data(), c.q_len, rows.data());
+  switch (c.tree_mask) {
+    case TreeMask::kShared: in.mask = rows; break;
+    case TreeMask::kPerRequest:
+      for (int r = 0; r < c.batch_size; ++r) in.mask.insert(in.mask.end(), rows.begin(), rows.end());
+      break;
+    case TreeMask::kPacked:
+      for (int n : in.counts) in.mask.insert(in.mask.end(), rows.begin(), rows.begin() + n);
+      break;
+    case TreeMask::kNone: break;
+  }
+  return in;
+}
+
+const char* grid_names() { return "quick|deepseek|varlen|fp8|spec|all"; }
 
 std::vector<BenchConfig> grid_configs(const std::string& name) {
   if (name == "quick") return quick_configs();
   if (name == "deepseek") return deepseek_configs();
   if (name == "varlen") return varlen_configs();
   if (name == "fp8") return fp8_configs();
+  if (name == "spec") return spec_configs();
   if (name == "all") {
     std::vector<BenchConfig> out = deepseek_configs();
     for (const auto& extra : {quick_configs(), fp8_configs()})
@@ -108,6 +316,19 @@ std::vector<BenchConfig> grid_configs(const std::string& name) {
     return out;
   }
   detail::fail_arg("--grid", std::string("one of ") + grid_names(), "'" + name + "'");
+}
+
+std::vector<RatioDef> grid_ratios(const std::string& name, const std::vector<BenchConfig>& selected) {
+  std::vector<RatioDef> out;
+  if (name != "spec") return out;
+  auto present = [&](const std::vector<BenchConfig>& configs) {
+    for (const BenchConfig& c : configs)
+      if (std::find(selected.begin(), selected.end(), c) == selected.end()) return false;
+    return true;
+  };
+  for (RatioDef& d : spec_ratios())
+    if (present(d.numerator) && present(d.denominator)) out.push_back(std::move(d));
+  return out;
 }
 
 bool ConfigFilter::matches(const BenchConfig& c) const {
@@ -185,12 +406,33 @@ std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed) {
 
 WorkCount count_work(const BenchConfig& c, const std::vector<int>& seqlens, KVFormat format) {
   WorkCount w;
-  for (int len : seqlens) w.total_seqlen += len;
-  const double qo_bytes = static_cast<double>(c.batch_size) * c.q_len * c.num_heads *
-                          (kHeadDimQK + kHeadDimV) * 2.0;
+  const QueryInputs q = query_inputs(c);
+  // Keys the query tokens of a request see, summed over its tokens: n * s_k, unless counted as they see them.
+  // Tree rows are the same for every request here (query_inputs repeats one tree).
+  std::vector<int64_t> tree_rows;
+  if (c.tree_mask != TreeMask::kNone) tree_rows.assign(q.mask.begin(), q.mask.begin() + c.q_len);
+  double token_keys = 0.0;
+  for (int r = 0; r < c.batch_size; ++r) {
+    const int64_t len = seqlens[r], n = q.counts[r];
+    w.total_seqlen += len;
+    if (!c.visible_key_flops) {
+      token_keys += static_cast<double>(n * len);
+    } else if (!tree_rows.empty()) {
+      // The prefix, and the draft tokens of the request (bits below n) the row names.
+      const uint64_t drafts = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t seen = std::bitset<64>(static_cast<uint64_t>(tree_rows[i]) & drafts).count();
+        token_keys += static_cast<double>(len - n + static_cast<int64_t>(seen));
+      }
+    } else if (c.causal()) {
+      token_keys += static_cast<double>(n * len - n * (n - 1) / 2);  // token i sees len - n + i + 1
+    } else {
+      token_keys += static_cast<double>(n * len);
+    }
+  }
+  const double qo_bytes = static_cast<double>(q.total_q) * c.num_heads * (kHeadDimQK + kHeadDimV) * 2.0;
   w.bytes = static_cast<double>(w.total_seqlen) * kv_bytes_per_token(format) + qo_bytes;
-  w.flops = 2.0 * c.q_len * c.num_heads * static_cast<double>(w.total_seqlen) *
-            (kHeadDimQK + kHeadDimV);
+  w.flops = 2.0 * c.num_heads * token_keys * (kHeadDimQK + kHeadDimV);
   return w;
 }
 

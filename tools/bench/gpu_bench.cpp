@@ -31,7 +31,7 @@ constexpr int kWarmupReplays = 2;
 constexpr double kCopyCeilingBytes = 1024.0 * (1 << 20);
 constexpr int kCopyRepeats = 10;
 constexpr size_t kArenaAlign = 4096;  // every buffer taken from the arena starts on this boundary
-constexpr int kBuffersPerSet = 5;     // InputSet: q, kv, block_table, out, lse
+constexpr int kBuffersPerSet = 5;     // InputSet: q, kv, block_table, out, lse (and q_indptr, mask when used)
 constexpr int kSharedBuffers = 2;     // per config: the lengths and the workspace
 
 }  // namespace
@@ -176,11 +176,38 @@ KVCache cache_view(void* data, int64_t num_pages, KVFormat format, DeviceType de
 
 int blocks_of(int seqlen) { return (seqlen + kPageSize - 1) / kPageSize; }
 
-// One input set's device tensors, and its block table on the host (the check reads it).
+// One input set's device tensors, and its block table on the host (the check reads it). q_indptr (ragged
+// queries) and mask (a tree mask) stay empty when the configuration has none.
 struct InputSet {
-  DeviceBuffer q, kv, block_table, out, lse;
+  DeviceBuffer q, kv, block_table, out, lse, q_indptr, mask;
   std::vector<int32_t> host_block_table;
 };
+
+// A view of q, out ([..., dim]) or lse (dim 0) in the shape's query layout: [b, s_q, h_q(, dim)] or
+// [total_q, h_q(, dim)].
+TensorView query_view(void* data, DType dtype, const DecodeShape& shape, int64_t total_q, int64_t dim,
+                      DeviceType device, int device_id) {
+  const int64_t h = shape.num_heads;
+  if (shape.query_layout == QueryLayout::kRagged) {
+    return dim > 0 ? make_tensor(data, dtype, {total_q, h, dim}, device, device_id)
+                   : make_tensor(data, dtype, {total_q, h}, device, device_id);
+  }
+  const int64_t b = shape.batch_size, s_q = shape.q_len;
+  return dim > 0 ? make_tensor(data, dtype, {b, s_q, h, dim}, device, device_id)
+                 : make_tensor(data, dtype, {b, s_q, h}, device, device_id);
+}
+
+// The mask tensor of a tree-masked shape: [s_q], [b, s_q] or [total_q] int64 (TreeMask).
+TensorView mask_view(void* data, const DecodeShape& shape, int64_t total_q, DeviceType device, int device_id) {
+  switch (shape.tree_mask) {
+    case TreeMask::kShared: return make_tensor(data, DType::kInt64, {shape.q_len}, device, device_id);
+    case TreeMask::kPerRequest:
+      return make_tensor(data, DType::kInt64, {shape.batch_size, shape.q_len}, device, device_id);
+    case TreeMask::kPacked: return make_tensor(data, DType::kInt64, {total_q}, device, device_id);
+    case TreeMask::kNone: break;
+  }
+  return TensorView();
+}
 
 // Everything the background check needs, copied to the host.
 struct CheckJob {
@@ -188,11 +215,15 @@ struct CheckJob {
   Fp8Math math = Fp8Math::kOff;  // the kernel's arithmetic (reference::decode)
   float softmax_scale = 0.f;
   int num_pages = 0, max_pages = 0;
-  std::vector<uint16_t> q;       // [S, s_q, heads, 576]
+  // Query tokens of the S sampled requests: request r's are rows token_begin[r] .. token_begin[r+1] - 1 of the
+  // arrays below (uniform: r * s_q; ragged: the sample's q_indptr, as decode takes it).
+  std::vector<int32_t> token_begin;
+  std::vector<int64_t> mask;     // the sample's tree-mask rows, as the shape's TreeMask lays them out (or empty)
+  std::vector<uint16_t> q;       // [T, heads, 576], T = token_begin[S]
   std::vector<uint8_t> cache;    // [num_pages, 64, row]
   std::vector<int32_t> block_table, seqlens;
-  std::vector<uint16_t> gpu_out;  // [S, s_q, heads, 512]
-  std::vector<float> gpu_lse;     // [S, s_q, heads]
+  std::vector<uint16_t> gpu_out;  // [T, heads, 512]
+  std::vector<float> gpu_lse;     // [T, heads]
   std::vector<uint16_t> peer_out;  // the peer's, the same rows (empty without a peer)
   std::vector<float> peer_lse;
 };
@@ -206,18 +237,19 @@ std::pair<double, double> compare_with_reference(const CheckJob& job, const std:
                                                  const std::vector<float>& lse, const std::vector<uint16_t>& gpu_out,
                                                  const std::vector<float>& gpu_lse) {
   const int s = job.shape.batch_size;
-  const size_t rows_per_request = static_cast<size_t>(job.shape.q_len) * job.shape.num_heads;
+  const size_t heads = static_cast<size_t>(job.shape.num_heads);
   double worst_out = 0.0, worst_lse = 0.0;
   for (int r = 0; r < s; ++r) {
+    const size_t first_row = job.token_begin[r] * heads, end_row = job.token_begin[r + 1] * heads;
     double max_ref = 0.0, max_diff = 0.0;
-    for (size_t i = r * rows_per_request * kHeadDimV; i < (r + 1) * rows_per_request * kHeadDimV; ++i) {
+    for (size_t i = first_row * kHeadDimV; i < end_row * kHeadDimV; ++i) {
       const double got = to_float(gpu_out[i], job.shape.q_dtype);
       const double diff = std::fabs(got - out[i]);
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(out[i])));
       max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
     }
     worst_out = std::max(worst_out, max_ref > 0 ? max_diff / max_ref : max_diff);
-    for (size_t i = r * rows_per_request; i < (r + 1) * rows_per_request; ++i) {
+    for (size_t i = first_row; i < end_row; ++i) {
       const double ref = lse[i], got = gpu_lse[i];
       if (std::isinf(ref) && got == ref) continue;  // empty rows: -inf on both sides
       const double err = std::fabs(got - ref) / std::max(1.0, std::fabs(ref));
@@ -232,21 +264,27 @@ CheckOutcome run_check(const CheckJob& job) {
   outcome.requests = job.shape.batch_size;
   outcome.heads = job.shape.num_heads;
   try {
-    const int s = job.shape.batch_size, s_q = job.shape.q_len, h = job.shape.num_heads;
+    const DecodeShape& shape = job.shape;
+    const int s = shape.batch_size, h = shape.num_heads;
+    const int64_t tokens = job.token_begin[s];
     std::vector<uint16_t> q = job.q;
     std::vector<uint8_t> cache = job.cache;
-    std::vector<int32_t> table = job.block_table, seqlens = job.seqlens;
-    std::vector<float> out(static_cast<size_t>(s) * s_q * h * kHeadDimV);
-    std::vector<float> lse(static_cast<size_t>(s) * s_q * h);
+    std::vector<int32_t> table = job.block_table, seqlens = job.seqlens, q_indptr = job.token_begin;
+    std::vector<int64_t> mask = job.mask;
+    std::vector<float> out(static_cast<size_t>(tokens) * h * kHeadDimV);
+    std::vector<float> lse(static_cast<size_t>(tokens) * h);
     DecodeArgs args;
-    args.q = make_tensor(q.data(), job.shape.q_dtype, {s, s_q, h, kHeadDimQK});
-    args.kv = cache_view(cache.data(), job.num_pages, job.shape.kv_format, DeviceType::kCPU, 0);
+    args.q = query_view(q.data(), shape.q_dtype, shape, tokens, kHeadDimQK, DeviceType::kCPU, 0);
+    args.kv = cache_view(cache.data(), job.num_pages, shape.kv_format, DeviceType::kCPU, 0);
     args.block_table = make_tensor(table.data(), DType::kInt32, {s, job.max_pages});
     args.cache_seqlens = make_tensor(seqlens.data(), DType::kInt32, {s});
     args.softmax_scale = job.softmax_scale;
-    args.out = make_tensor(out.data(), DType::kFloat32, {s, s_q, h, kHeadDimV});
-    args.lse = make_tensor(lse.data(), DType::kFloat32, {s, s_q, h});
-    reference::decode(args, job.shape, job.math);
+    args.out = query_view(out.data(), DType::kFloat32, shape, tokens, kHeadDimV, DeviceType::kCPU, 0);
+    args.lse = query_view(lse.data(), DType::kFloat32, shape, tokens, 0, DeviceType::kCPU, 0);
+    if (shape.query_layout == QueryLayout::kRagged)
+      args.q_indptr = make_tensor(q_indptr.data(), DType::kInt32, {s + 1});
+    if (shape.tree_mask != TreeMask::kNone) args.mask = mask_view(mask.data(), shape, tokens, DeviceType::kCPU, 0);
+    reference::decode(args, shape, job.math);
 
     std::tie(outcome.max_rel_err, outcome.max_lse_err) =
         compare_with_reference(job, out, lse, job.gpu_out, job.gpu_lse);
@@ -405,9 +443,12 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
   r.format = format;
   r.backend = backend_name(options_.backend);
   r.anchor_kernel = anchor_kernel_for(format);
+  // FlashMLA's dense decode takes uniform queries without a tree mask; the other rows run without the peer.
+  const bool with_peer = options_.peer != Peer::kNone && !config.speculative_form();
   if (options_.peer != Peer::kNone) {
     r.peer = peer_name(options_.peer);
-    r.peer_status = "not run";  // until its replays are timed
+    r.peer_status = with_peer ? "not run"  // until its replays are timed
+                              : "not run: the peer takes uniform queries without a tree mask";
   }
 
   const std::vector<int> seqlens = config_seqlens(config, options_.seed);
@@ -424,6 +465,10 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     shape.q_dtype = q_dtype_for(format, options_.fp8_query);
     shape.kv_format = format;
     shape.causal = config.causal();
+    shape.query_layout = config.layout;
+    shape.tree_mask = config.tree_mask;
+    // Tokens per request, q_indptr and the mask rows: each input set gets its own device copy.
+    const QueryInputs queries = query_inputs(config);
     DecodeOptions decode_options;
     decode_options.backend = options_.backend;
     decode_options.num_parts = options_.num_parts;
@@ -442,7 +487,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     // The peer decodes the same inputs into the same out / lse buffers; its split buffers (one workspace) are
     // shared by the sets as OpenMLA's workspace is.
     std::unique_ptr<flashmla::Decode> peer;
-    if (options_.peer == Peer::kFlashMLA) {
+    if (options_.peer == Peer::kFlashMLA && with_peer) {
       peer = std::make_unique<flashmla::Decode>(
           flashmla::Shape{config.batch_size, config.q_len, config.num_heads, format, shape.causal},
           prop_.multiProcessorCount);
@@ -459,14 +504,18 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       max_pages = std::max(max_pages, blocks_of(len));
     }
     const int64_t page_bytes = int64_t{kPageSize} * kv_bytes_per_token(format);
-    const int64_t rows = int64_t{b} * s_q * h_q;
+    const int64_t total_q = queries.total_q;  // b * s_q when uniform
+    const int64_t rows = total_q * h_q;
     const size_t q_bytes = rows * kHeadDimQK * 2, out_bytes = rows * kHeadDimV * 2, lse_bytes = rows * 4;
     const size_t table_bytes = static_cast<size_t>(b) * max_pages * 4;
+    const size_t indptr_bytes = queries.q_indptr.size() * sizeof(int32_t);
+    const size_t mask_bytes = queries.mask.size() * sizeof(int64_t);
     const double kv_bytes = static_cast<double>(num_pages * page_bytes);
-    r.set_bytes = kv_bytes + q_bytes + out_bytes + lse_bytes + table_bytes;
+    r.set_bytes = kv_bytes + q_bytes + out_bytes + lse_bytes + table_bytes + indptr_bytes + mask_bytes;
 
     // What a set and the shared buffers take of the budget, each buffer rounded up to the arena's boundary.
-    const double set_footprint = r.set_bytes + double{kBuffersPerSet} * kArenaAlign;
+    const int buffers_per_set = kBuffersPerSet + (indptr_bytes > 0 ? 1 : 0) + (mask_bytes > 0 ? 1 : 0);
+    const double set_footprint = r.set_bytes + static_cast<double>(buffers_per_set) * kArenaAlign;
     const double budget = options_.memory_budget_bytes - plan.workspace_bytes() - 4.0 * b -
                           double{kSharedBuffers} * kArenaAlign -
                           (peer ? static_cast<double>(peer_workspace_bytes + kArenaAlign) : 0.0);
@@ -503,6 +552,16 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       set.block_table = scope.buffer(table_bytes);
       set.out = scope.buffer(out_bytes);
       set.lse = scope.buffer(lse_bytes);
+      set.q_indptr = scope.buffer(indptr_bytes);
+      set.mask = scope.buffer(mask_bytes);
+      if (indptr_bytes > 0) {
+        OPENMLA_CUDA_CHECK(cudaMemcpyAsync(set.q_indptr.get(), queries.q_indptr.data(), indptr_bytes,
+                                           cudaMemcpyHostToDevice, stream_));
+      }
+      if (mask_bytes > 0) {
+        OPENMLA_CUDA_CHECK(
+            cudaMemcpyAsync(set.mask.get(), queries.mask.data(), mask_bytes, cudaMemcpyHostToDevice, stream_));
+      }
       fill_normal(set.q.get(), shape.q_dtype, rows * kHeadDimQK, ++fill_seed, stream_);
       for (int64_t p0 = 0; p0 < num_pages; p0 += kFillChunkPages) {
         const int64_t pages = std::min<int64_t>(kFillChunkPages, num_pages - p0);
@@ -529,8 +588,8 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       }
       OPENMLA_CUDA_CHECK(cudaMemcpyAsync(set.block_table.get(), set.host_block_table.data(), table_bytes,
                                          cudaMemcpyHostToDevice, stream_));
-      // The pageable copy above returns before the transfer is done; keep the host vector alive
-      // (it is) and finish before it could be touched again.
+      // The pageable copies above return before the transfers are done; keep the host vectors alive
+      // (they are) and finish before they could be touched again.
       OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
 
@@ -538,17 +597,20 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
     std::vector<DecodeArgs> args(sets);
     for (int i = 0; i < sets; ++i) {
       DecodeArgs& a = args[i];
-      a.q = make_tensor(inputs[i].q.get(), shape.q_dtype, {b, s_q, h_q, kHeadDimQK}, DeviceType::kCUDA,
-                        options_.device);
+      a.q = query_view(inputs[i].q.get(), shape.q_dtype, shape, total_q, kHeadDimQK, DeviceType::kCUDA,
+                       options_.device);
       a.kv = cache_view(inputs[i].kv.get(), num_pages, format, DeviceType::kCUDA, options_.device);
       a.block_table = make_tensor(inputs[i].block_table.get(), DType::kInt32, {b, max_pages}, DeviceType::kCUDA,
                                   options_.device);
       a.cache_seqlens = seqlens_view;
       a.softmax_scale = softmax_scale;
-      a.out = make_tensor(inputs[i].out.get(), shape.q_dtype, {b, s_q, h_q, kHeadDimV}, DeviceType::kCUDA,
-                          options_.device);
-      a.lse = make_tensor(inputs[i].lse.get(), DType::kFloat32, {b, s_q, h_q}, DeviceType::kCUDA,
-                          options_.device);
+      a.out = query_view(inputs[i].out.get(), shape.q_dtype, shape, total_q, kHeadDimV, DeviceType::kCUDA,
+                         options_.device);
+      a.lse = query_view(inputs[i].lse.get(), DType::kFloat32, shape, total_q, 0, DeviceType::kCUDA, options_.device);
+      if (indptr_bytes > 0)
+        a.q_indptr = make_tensor(inputs[i].q_indptr.get(), DType::kInt32, {b + 1}, DeviceType::kCUDA, options_.device);
+      if (mask_bytes > 0)
+        a.mask = mask_view(inputs[i].mask.get(), shape, total_q, DeviceType::kCUDA, options_.device);
     }
 
     // Planning: once, outside the timed region.
@@ -647,6 +709,18 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       job.shape.batch_size = samples;
       job.shape.num_heads = heads;
       job.softmax_scale = softmax_scale;
+      // The sampled requests' tokens lead q, out and lse in both layouts.
+      for (int req = 0; req <= samples; ++req)
+        job.token_begin.push_back(config.ragged() ? queries.q_indptr[req] : req * s_q);
+      const size_t sample_tokens = static_cast<size_t>(job.token_begin[samples]);
+      switch (shape.tree_mask) {
+        case TreeMask::kShared: job.mask = queries.mask; break;
+        case TreeMask::kPerRequest:
+          job.mask.assign(queries.mask.begin(), queries.mask.begin() + static_cast<size_t>(samples) * s_q);
+          break;
+        case TreeMask::kPacked: job.mask.assign(queries.mask.begin(), queries.mask.begin() + sample_tokens); break;
+        case TreeMask::kNone: break;
+      }
       job.seqlens.assign(seqlens.begin(), seqlens.begin() + samples);
       for (int req = 0; req < samples; ++req) job.max_pages = std::max(job.max_pages, blocks_of(seqlens[req]));
       job.max_pages = std::max(job.max_pages, 1);
@@ -667,7 +741,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
       }
       std::vector<uint16_t> q_all, out_all;
       std::vector<float> lse_all;
-      const size_t sample_rows = static_cast<size_t>(samples) * s_q * h_q;
+      const size_t sample_rows = sample_tokens * h_q;
       download(q_all, set.q.get(), sample_rows * kHeadDimQK, stream_);
       download(out_all, set.out.get(), sample_rows * kHeadDimV, stream_);
       download(lse_all, set.lse.get(), sample_rows, stream_);
@@ -681,7 +755,7 @@ TimedConfig GpuBench::run(const BenchConfig& config, KVFormat format) {
         OPENMLA_CUDA_CHECK(cudaStreamSynchronize(stream_));
       }
       // Keep heads [0, heads) of every (request, token) row.
-      for (size_t row = 0; row < static_cast<size_t>(samples) * s_q; ++row) {
+      for (size_t row = 0; row < sample_tokens; ++row) {
         const size_t first = row * h_q;
         job.q.insert(job.q.end(), q_all.begin() + first * kHeadDimQK, q_all.begin() + (first + heads) * kHeadDimQK);
         job.gpu_out.insert(job.gpu_out.end(), out_all.begin() + first * kHeadDimV,

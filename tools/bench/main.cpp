@@ -36,9 +36,12 @@ constexpr int kMinReplays = 5;
 
 const char* kUsage =
     "usage: openmla-bench [options]\n"
-    "  --grid quick|deepseek|varlen|fp8|all   configurations to time (default quick)\n"
+    "  --grid quick|deepseek|varlen|fp8|spec|all   configurations to time (default quick); spec: speculative\n"
+    "                      decoding (tree verify vs chain, mixed 1/8-token batches vs halves and padding,\n"
+    "                      64-token verify vs the compute-bound shapes), reported with its ratios; all: every\n"
+    "                      grid but spec\n"
     "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16)\n"
-    "  --backend B         auto|portable|sm90 (default auto)\n"
+    "  --backend B         auto|portable|sm90 (default auto: the kernel the plan resolves to, per config)\n"
     "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"
     "  --shape B,SQ,HQ,SK[,varlen]  time this shape instead of a grid (repeatable; --grid is then ignored)\n"
     "  --json FILE         results file (default bench-results.json)\n"
@@ -253,6 +256,7 @@ void check_peer(const Options& o, const std::vector<BenchConfig>& configs) {
   }
   for (KVFormat f : o.formats) {
     for (const BenchConfig& c : configs) {
+      if (c.speculative_form()) continue;  // timed without the peer (its row says so)
       const std::string why = flashmla::shape_unsupported({c.batch_size, c.q_len, c.num_heads, f, c.causal()});
       if (!why.empty()) {
         detail::fail(Status::kInvalidArgument, "--peer flashmla: ", why, " (", c.label(), " ", kv_format_name(f),
@@ -318,17 +322,23 @@ int run(int argc, char** argv) {
     if (o.filter.matches(c)) configs.push_back(c);
   }
   const size_t total = configs.size() * o.formats.size();
+  const std::vector<RatioDef> ratio_defs = grid_ratios(grid_name, configs);
   check_peer(o, configs);
   if (o.list) {
     for (KVFormat f : o.formats)
       for (const BenchConfig& c : configs) std::printf("%s %s\n", c.label().c_str(), kv_format_name(f));
     std::printf("%zu configurations\n", total);
+    for (const RatioDef& d : ratio_defs) {
+      char target[32] = "";
+      if (d.target_max >= 0) std::snprintf(target, sizeof(target), " (target <= %.2f)", d.target_max);
+      std::printf("ratio %s%s: %s\n", d.name.c_str(), target, d.meaning.c_str());
+    }
     return 0;
   }
 
   if (!has_cuda_device()) {
     std::printf("no CUDA GPU found: running the CPU reference on a small case instead\n");
-    return run_cpu_reference_demo(stdout, o.seed);
+    return run_cpu_reference_demo(stdout, o.seed, configs);
   }
   if (total == 0) {
     std::fprintf(stderr, "openmla-bench: the filter leaves no configuration of grid '%s'\n", grid_name.c_str());
@@ -423,8 +433,9 @@ int run(int argc, char** argv) {
   if (!pending.empty()) std::fprintf(stderr, "waiting for %zu reference checks...\n", pending.size());
   for (auto& [i, check] : pending) apply_check(results[i], check.get());
 
-  print_table(stdout, info, results);
-  write_json(o.json, info, results);
+  const std::vector<RatioResult> ratios = evaluate_ratios(ratio_defs, results);
+  print_table(stdout, info, results, ratios);
+  write_json(o.json, info, results, ratios);
   std::printf("results written to %s\n", o.json.c_str());
   if (!bench.sticky_error().empty()) {
     std::fprintf(stderr, "openmla-bench: stopped after a CUDA error that leaves the device unusable: %s\n",

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -53,13 +54,71 @@ std::string seqlen_cell(const BenchResult& r) {
   return buf;
 }
 
+// A result row of `format` for config c, or nullptr.
+const BenchResult* find_row(const std::vector<BenchResult>& results, const BenchConfig& c, KVFormat format) {
+  for (const BenchResult& r : results)
+    if (r.format == format && r.config == c) return &r;
+  return nullptr;
+}
+
+const char* ratio_kind_name(RatioKind k) { return k == RatioKind::kTime ? "time" : "tflops_over_best"; }
+
+std::string target_text(const RatioDef& d) {
+  if (d.target_max < 0) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "<= %.2f", d.target_max);
+  return buf;
+}
+
 }  // namespace
+
+std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results) {
+  std::vector<KVFormat> formats;
+  for (const BenchResult& r : results)
+    if (std::find(formats.begin(), formats.end(), r.format) == formats.end()) formats.push_back(r.format);
+  std::vector<RatioResult> out;
+  for (KVFormat format : formats) {
+    for (const RatioDef& d : defs) {
+      RatioResult rr;
+      rr.def = d;
+      rr.format = format;
+      // The rows it reads, each timed; the first that is not ends the evaluation.
+      auto rows_of = [&](const std::vector<BenchConfig>& configs, std::vector<const BenchResult*>& rows) {
+        for (const BenchConfig& c : configs) {
+          const BenchResult* r = find_row(results, c, format);
+          if (r == nullptr || r->status != "ok" || !(r->time_us > 0)) {
+            rr.status = "missing: " + c.label() + " (" + (r == nullptr ? std::string("not run") : r->status) + ")";
+            return false;
+          }
+          rows.push_back(r);
+        }
+        return true;
+      };
+      std::vector<const BenchResult*> num, den;
+      if (rows_of(d.numerator, num) && rows_of(d.denominator, den)) {
+        if (d.kind == RatioKind::kTime) {
+          double t_num = 0.0, t_den = 0.0;
+          for (const BenchResult* r : num) t_num += r->time_us;
+          for (const BenchResult* r : den) t_den += r->time_us;
+          rr.value = t_num / t_den;
+        } else {
+          double best = 0.0;
+          for (const BenchResult* r : den) best = std::max(best, r->tflops);
+          rr.value = best > 0 ? num.front()->tflops / best : -1.0;
+        }
+      }
+      out.push_back(rr);
+    }
+  }
+  return out;
+}
 
 std::string describe(const BenchResult& r) {
   return r.config.label() + " " + kv_format_name(r.format);
 }
 
-void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results) {
+void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results,
+                 const std::vector<RatioResult>& ratios) {
   std::fprintf(out, "\nopenmla-bench %s  commit %s  %s\n", info.tool_version.c_str(), info.commit.c_str(),
                info.date.c_str());
   std::fprintf(out, "device: %s (sm_%d%d, %d SMs, %.0f GB), driver %s\n", info.device_name.c_str(), info.compute_major,
@@ -90,8 +149,13 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   }
   std::fprintf(out, "\n");
 
-  std::fprintf(out, "%-10s %4s %4s %4s %14s %9s %4s %10s %8s %8s %9s %10s %8s", "format", "b", "s_q", "h_q", "s_k",
-               "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err", "anchor_us", "speedup");
+  // The queries column when a row has a speculative form or counts FLOPs over the visible keys (the spec grid).
+  bool spec = false;
+  for (const BenchResult& r : results) spec = spec || r.config.speculative_form() || r.config.visible_key_flops;
+  std::fprintf(out, "%-10s %4s %4s %4s %14s ", "format", "b", "s_q", "h_q", "s_k");
+  if (spec) std::fprintf(out, "%-12s ", "queries");
+  std::fprintf(out, "%9s %4s %10s %8s %8s %9s %10s %8s", "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err",
+               "anchor_us", "speedup");
   if (peer) {
     const std::string us = info.peer + "_us", err = info.peer + "_err";
     std::fprintf(out, " %12s %7s %12s", us.c_str(), "ratio", err.c_str());
@@ -100,6 +164,7 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   for (const BenchResult& r : results) {
     std::fprintf(out, "%-10s %4d %4d %4d %14s ", kv_format_name(r.format), r.config.batch_size, r.config.q_len,
                  r.config.num_heads, seqlen_cell(r).c_str());
+    if (spec) std::fprintf(out, "%-12s ", r.config.query_form().c_str());
     if (r.status != "ok") {
       std::fprintf(out, "%9s  %s\n", r.backend.c_str(), r.status.c_str());
       continue;
@@ -122,9 +187,30 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   if (peer) {
     std::fprintf(out, "%s_err: the same measure of the peer's output over the same sample.\n", info.peer.c_str());
   }
+  if (spec) {
+    std::fprintf(out,
+                 "queries: 1 = one token; chain = s_q tokens, causal; tree/shared = s_q tokens under one tree mask; "
+                 "ragged a/b = request r has\nthe pattern's (r mod its length)-th count, s_q the largest. These rows "
+                 "count q and out bytes over the tokens there are, and\nFLOPs over the keys each token sees (causal: "
+                 "s_k - n + i + 1; tree: the prefix and the draft tokens of its mask row).\n");
+  }
+  if (!ratios.empty()) {
+    std::fprintf(out, "\nratios (time: sum of the numerator rows' us / the denominator rows'; TFLOP/s: the row's / the "
+                      "best of the reference rows):\n");
+    for (const RatioResult& rr : ratios) {
+      const int meets = rr.meets_target();
+      const char* verdict = rr.status != "ok" ? rr.status.c_str()
+                            : meets == 1      ? "meets target"
+                            : meets == 0      ? "ABOVE TARGET"
+                                              : "";
+      std::fprintf(out, "  %-40s %-10s %8s  %-9s %s\n", rr.def.name.c_str(), kv_format_name(rr.format),
+                   cell(rr.value, "%.3f").c_str(), target_text(rr.def).c_str(), verdict);
+    }
+  }
 }
 
-void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results) {
+void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results,
+                const std::vector<RatioResult>& ratios) {
   std::ostringstream js;
   js << "{\n";
   js << "  \"tool\": \"openmla-bench\",\n";
@@ -155,7 +241,14 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
     js << (i ? ",\n" : "\n") << "    {";
     js << "\"b\": " << r.config.batch_size << ", \"s_q\": " << r.config.q_len << ", \"h_q\": " << r.config.num_heads
        << ", \"s_k\": " << r.config.seqlen << ", \"varlen\": " << (r.config.varlen ? "true" : "false")
-       << ", \"causal\": " << (r.config.causal() ? "true" : "false") << ", \"format\": "
+       << ", \"causal\": " << (r.config.causal() ? "true" : "false")
+       << ", \"layout\": " << json_string(query_layout_name(r.config.layout))
+       << ", \"tree_mask\": " << json_string(tree_mask_name(r.config.tree_mask))
+       << ", \"q_counts\": " << json_string(r.config.q_counts_description())
+       << ", \"total_q\": " << query_inputs(r.config).total_q << ", \"tree_parents\": [";
+    for (size_t k = 0; k < r.config.tree_parents.size(); ++k) js << (k ? ", " : "") << r.config.tree_parents[k];
+    js << "], \"flops_count\": " << json_string(r.config.visible_key_flops ? "visible_keys" : "s_q*s_k")
+       << ", \"format\": "
        << json_string(kv_format_name(r.format)) << ", \"bytes_per_token\": " << kv_bytes_per_token(r.format)
        << ", \"backend\": " << json_string(r.backend) << ", \"status\": " << json_string(r.status)
        << ", \"total_seqlen\": " << r.total_seqlen << ", \"mean_seqlen\": " << json_number(r.mean_seqlen)
@@ -185,7 +278,27 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
     }
     js << "}";
   }
-  js << (results.empty() ? "]\n" : "\n  ]\n") << "}\n";
+  js << (results.empty() ? "],\n" : "\n  ],\n");
+  // Ratios between rows (the spec grid): what each compares, its value per format, its target.
+  js << "  \"ratios\": [";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    const RatioResult& rr = ratios[i];
+    auto labels = [](const std::vector<BenchConfig>& configs) {
+      std::string s = "[";
+      for (size_t k = 0; k < configs.size(); ++k) s += (k ? ", " : "") + json_string(configs[k].label());
+      return s + "]";
+    };
+    const int meets = rr.meets_target();
+    js << (i ? ",\n" : "\n") << "    {\"name\": " << json_string(rr.def.name)
+       << ", \"format\": " << json_string(kv_format_name(rr.format))
+       << ", \"kind\": " << json_string(ratio_kind_name(rr.def.kind)) << ", \"value\": " << json_number(rr.value)
+       << ", \"target_max\": " << json_number(rr.def.target_max)
+       << ", \"meets_target\": " << (meets < 0 ? "null" : meets ? "true" : "false")
+       << ", \"status\": " << json_string(rr.status) << ", \"numerator\": " << labels(rr.def.numerator)
+       << ", \"denominator\": " << labels(rr.def.denominator) << ", \"meaning\": " << json_string(rr.def.meaning)
+       << "}";
+  }
+  js << (ratios.empty() ? "]\n" : "\n  ]\n") << "}\n";
 
   std::ofstream f(path);
   if (!f) detail::fail_arg("--json", "a writable file path", "'" + path + "'");

@@ -77,11 +77,25 @@ struct RunInfo {
   Ceilings ceilings;
 };
 
+// One RatioDef evaluated on the rows of one format.
+struct RatioResult {
+  RatioDef def;
+  KVFormat format = KVFormat::kBF16;
+  double value = -1.0;      // negative: not computed (see status)
+  std::string status = "ok";  // "ok", or "missing: <row> (<its status>)" when a row it reads did not time
+  // Whether value <= def.target_max: 1 yes, 0 no, -1 no target or no value.
+  int meets_target() const { return def.target_max < 0 || value < 0 ? -1 : value <= def.target_max ? 1 : 0; }
+};
+// Every ratio of `defs` for every format present in `results`, in that order (format-major).
+std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results);
+
 // The progress line's config part: "b=64 s_q=2 h_q=64 s_k=4096 bf16".
 std::string describe(const BenchResult& r);
 
-void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results);
+void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchResult>& results,
+                 const std::vector<RatioResult>& ratios);
 // Throws Error(kInvalidArgument) when the file cannot be written.
-void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results);
+void write_json(const std::string& path, const RunInfo& info, const std::vector<BenchResult>& results,
+                const std::vector<RatioResult>& ratios);
 
 }  // namespace openmla::bench
