@@ -55,7 +55,7 @@ const char* tree_mask_name(TreeMask m) noexcept;
 struct DecodeShape {
   int batch_size = 0;                   // b >= 1
   int q_len = 1;                        // uniform: s_q; ragged: the most query tokens of a request. [1, 128]
-  int num_heads = 0;                    // h_q in {8, 16, 32, 64, 128}
+  int num_heads = 0;                    // h_q in [1, 128] (the sm90 kernels take 8, 16, 32, 64, 128)
   DType q_dtype = DType::kBFloat16;     // bf16 or fp16; out has the same dtype
   KVFormat kv_format = KVFormat::kBF16;
   bool causal = true;                   // ignored (no effect) when q_len == 1 or with a tree mask

@@ -71,8 +71,8 @@ Differences from FlashMLA:
   queries and read the descales from device memory (so that CUDA graphs capture them).
 * Sparse attention (indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
   extra_topk_length, get_mla_metadata(topk=...)) raises NotImplementedError.
-* h_kv must be 1 and the page size 64; h_q must be one of 8, 16, 32, 64, 128 and s_q <= 128 (on Hopper,
-  more than 16 query tokens run on the portable kernel).
+* h_kv must be 1 and the page size 64; h_q 1..128 and s_q <= 128 (on Hopper, head counts other than 8, 16,
+  32, 64, 128 and more than 16 query tokens run on the portable kernel).
 * Bad arguments raise ValueError or TypeError naming the argument (FlashMLA asserts).
 """
 

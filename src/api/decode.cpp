@@ -36,7 +36,7 @@ constexpr bool kBuiltWithSm90 = false;
 constexpr int kSm90MaxQueryLen = 16;
 bool sm90_takes(const DecodeShape& shape) {
   return shape.query_layout == QueryLayout::kUniform && shape.tree_mask == TreeMask::kNone &&
-         shape.q_len <= kSm90MaxQueryLen;
+         shape.q_len <= kSm90MaxQueryLen && kernels::row_layout_heads(shape.num_heads) == shape.num_heads;
 }
 
 // kAuto: the sm90a kernels on compute capability 9.0 for the shapes they take (sm90_takes), the portable kernel
@@ -47,8 +47,9 @@ Backend resolve_backend(Backend requested, const DecodeShape& shape, const kerne
   if (requested == Backend::kSm90) {
     if (!sm90_takes(shape))
       detail::fail(Status::kUnsupported, "backend: sm90 takes uniform queries of up to ", kSm90MaxQueryLen,
-                   " tokens without a tree mask, got ", query_layout_name(shape.query_layout), " queries, q_len ",
-                   shape.q_len, ", tree mask ", tree_mask_name(shape.tree_mask), "; use portable (or auto)");
+                   " tokens with 8, 16, 32, 64 or 128 heads and no tree mask, got ",
+                   query_layout_name(shape.query_layout), " queries, q_len ", shape.q_len, ", ", shape.num_heads,
+                   " heads, tree mask ", tree_mask_name(shape.tree_mask), "; use portable (or auto)");
     if (!kBuiltWithSm90)
       detail::fail(Status::kUnsupported, "backend: sm90 was not built (OPENMLA_ENABLE_SM90=OFF); use portable");
     if (!hopper)
@@ -130,7 +131,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
 
   auto launch = std::make_shared<detail::DecodeLaunch>();
   launch->backend = backend_;
-  const int rows = shape.q_len * shape.num_heads;
+  const int rows = shape.q_len * kernels::row_layout_heads(shape.num_heads);
   int ctas_per_sm = 1;
   int rows_per_cta = 1;
   detail::DeviceScope scope(device);
@@ -159,8 +160,8 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
                       cudaStream_t stream) const {
   detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, shape_.q_len * shape_.num_heads,
-                                                  num_parts_);
+  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size,
+                                                  shape_.q_len * kernels::row_layout_heads(shape_.num_heads), num_parts_);
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
                                           num_parts_, launch_->split(), static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
@@ -169,13 +170,14 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
 void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
   detail::validate_decode_args(args, shape_, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const int rows = shape_.q_len * shape_.num_heads;
+  const int rows = shape_.q_len * kernels::row_layout_heads(shape_.num_heads);
   const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
 
   kernels::DecodeParams p{};
   p.batch = shape_.batch_size;
   p.q_len = shape_.q_len;
-  p.num_heads = shape_.num_heads;
+  p.num_heads = kernels::row_layout_heads(shape_.num_heads);
+  p.heads = shape_.num_heads;
   p.rows = rows;
   p.causal = shape_.causal && shape_.q_len > 1;
   // Per-tensor FP8: the kernel works on the raw e4m3 values; the cache scale multiplies every

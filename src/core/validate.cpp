@@ -208,11 +208,9 @@ void validate_decode_shape(const DecodeShape& shape) {
   if (shape.batch_size < 1) fail_arg("shape.batch_size", ">= 1", shape.batch_size);
   if (shape.q_len < 1 || shape.q_len > kMaxQueryLen)
     fail_arg("shape.q_len", concat("a value in [1, ", kMaxQueryLen, "]"), shape.q_len);
-  // Powers of two only: the kernels split a query row into token and head by a shift and a mask
-  // (kernels/common/segment.cuh, query_row).
+  // Any count: the kernels' row layout pads it to a power of two >= 8 (kernels/common/schedule.h, row_layout_heads).
   const int h = shape.num_heads;
-  if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128)
-    fail_arg("shape.num_heads", "one of {8, 16, 32, 64, 128}", h);
+  if (h < 1 || h > 128) fail_arg("shape.num_heads", "a value in [1, 128]", h);
   if (!is_half_type(shape.q_dtype))
     fail_arg("shape.q_dtype", "bfloat16 or float16", dtype_name(shape.q_dtype));
   if (!is_valid_format(shape.kv_format))

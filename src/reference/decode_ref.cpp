@@ -54,7 +54,7 @@ void store_value(const TensorView& t, int64_t offset, double v) {
 // never mix, so each score and each output element is still a float64 sum in a fixed order (FMA
 // contraction may differ between the two instruction sets; both are float64). x86-64 picks an
 // AVX2/FMA build at run time; other GNU targets use 2-wide vectors, other compilers scalar loops.
-constexpr int kRowBlock = 4;  // divides every s_q * h_q (h_q is a multiple of 8)
+constexpr int kRowBlock = 4;  // rows per block; a work item's rows are padded to a multiple (zero rows, weight 0)
 
 #if defined(__GNUC__)
 // Vectors are moved with one memcpy each (an unaligned load or store; no pointer casts).
@@ -307,6 +307,8 @@ class ReferenceDecoder {
     const RequestQueries rq = queries(r);
     const int n = rq.count;
     const int rows = task.row_end - task.row_begin;
+    // The micro-kernels take whole blocks of kRowBlock rows: padding rows have a zero query and see no key.
+    const int block_rows = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
     const int64_t len = seqlen(r);
     const int32_t* table = table_row(r);
     const double scale = args_.softmax_scale;
@@ -331,6 +333,14 @@ class ReferenceDecoder {
       w.row_max[k] = -kInf;
       w.row_sum[k] = 0.0;
     }
+    for (int k = rows; k < block_rows; ++k) {
+      std::fill(&w.q_rows[k * kHeadDimQK], &w.q_rows[(k + 1) * kHeadDimQK], 0.0);
+      w.limit[k] = w.prefix[k] = 0;
+      w.draft_bits[k] = 0;
+      w.seen[k] = 0;
+      w.row_max[k] = -kInf;
+      w.row_sum[k] = 0.0;
+    }
     std::fill(w.acc.begin(), w.acc.end(), 0.0);
 
     for (int64_t first = 0; first < len; first += kPageSize) {
@@ -344,9 +354,9 @@ class ReferenceDecoder {
           w.k_t[c * kPageSize + t] = w.token[c];
         }
       }
-      kernels_.scores(w.q_rows.data(), rows, w.k_t.data(), w.scores.data());
-      for (int k = 0; k < rows && math_ == Fp8Math::kQkAndPv; ++k) fp8_weights(w, k, first, count);
-      for (int k = 0; k < rows && math_ == Fp8Math::kOff; ++k) {
+      kernels_.scores(w.q_rows.data(), block_rows, w.k_t.data(), w.scores.data());
+      for (int k = 0; k < block_rows && math_ == Fp8Math::kQkAndPv; ++k) fp8_weights(w, k, first, count);
+      for (int k = 0; k < block_rows && math_ == Fp8Math::kOff; ++k) {
         // Tokens of this page the row sees; the others get weight 0 (their scores are ignored).
         bool vis[kPageSize];
         for (int t = 0; t < kPageSize; ++t) vis[t] = t < count && w.visible(k, first + t);
@@ -369,7 +379,7 @@ class ReferenceDecoder {
           w.row_sum[k] += s[t];
         }
       }
-      kernels_.values(w.scores.data(), rows, w.kv_page.data(), count, w.acc.data());
+      kernels_.values(w.scores.data(), block_rows, w.kv_page.data(), count, w.acc.data());
     }
 
     for (int k = 0; k < rows; ++k) {

@@ -1,4 +1,4 @@
-// GPU decode of speculative query shapes (ragged query counts, tree masks, up to 128 tokens) against the
+// GPU decode of speculative query shapes (ragged query counts, tree masks, up to 128 tokens, any head count) against the
 // float64 reference: fresh random inputs, NaN in unused pages, outputs poisoned with NaN (rows no request owns
 // must stay so), every cache format, the automatic plan and a 7-part split, graph replay with new counts and
 // masks, and the device guards of the new arguments.
@@ -159,6 +159,24 @@ TEST(SpecDecode, UniformQueriesUpTo128Tokens) {
       SpecCase c;
       c.base = base(s, s == 128 ? 8 : 16, {s, s + 1, 1000, 0, 4000}, f);
       expect_planned_and_split(c);
+    }
+}
+
+// Head counts the sm90 kernels do not take (4 heads per rank at TP16, 1, 12, 100): the general-query variant pads the
+// row layout to a power of two and neither reads nor writes the padding heads, uniform and ragged, split or not.
+TEST(SpecDecode, AnyHeadCountMatchesReference) {
+  for (int h : {1, 4, 12, 100})
+    for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP8DsMla}) {
+      SpecCase uniform;
+      uniform.base = base(2, h, {2, 65, 1000, 0}, f);
+      expect_planned_and_split(uniform);
+      SpecCase ragged = uniform;
+      ragged.base.q_len = 8;
+      ragged.base.seqlens = {8, 65, 1000, 0, 300};
+      ragged.base.batch_size = 5;
+      ragged.ragged = true;
+      ragged.q_counts = {8, 1, 5, 0, 2};
+      expect_planned_and_split(ragged);
     }
 }
 

@@ -92,9 +92,10 @@ __device__ __forceinline__ bool group_request(const DecodeParams& p, int g, bool
   return split.num_splits > 1;  // one split: written directly by the decode kernel
 }
 
+// rq: the request's queries in the general-query form (ragged counts, padded heads), nullptr for uniform ones.
 template <typename T, int kF, bool kFp16>
-__device__ __forceinline__ void combine_tile(const DecodeParams& p, const RequestQueries& rq, const RequestSplit& split,
-                                             int tile) {
+__device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, const RequestQueries* rq,
+                                             const RequestSplit& split, int tile) {
   using S = TileShape<kF>;
   constexpr int kLanes = S::kLanes, kVec = S::kVec, kUnroll = S::kUnroll, kTpr = S::kThreadsPerRow;
 
@@ -104,7 +105,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, const Reques
   const int c = rem % kTpr;
   const int chunk = tile % S::kChunks;
   const int row = (tile / S::kChunks) * S::kRows + rem / kTpr;
-  const bool row_ok = row < rq.rows;  // false only past the request's rows (the last tile; ragged requests)
+  // False only past the request's rows (the last tile) and, in the general form, for padding heads.
+  const bool row_ok = rq ? request_row(p, *rq, row) : row < p.rows;
   const int col4 = chunk * S::kCols4 + c;  // first column group; then + v * kTpr
 
   const int n = split.num_splits;
@@ -218,7 +220,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, const Reques
   if (writer) {
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     const auto [qi, head] = query_row(p, row);
-    T* out = static_cast<T*>(p.out) + out_offset(p, rq.base, qi, head);
+    T* out = static_cast<T*>(p.out) + out_offset(p, rq ? rq->base : req, qi, head);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int col = (col4 + v * kTpr) * 4;
@@ -228,7 +230,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, const Reques
       *reinterpret_cast<uint2*>(out + col) = packed;
     }
     if (chunk == 0 && c == 0) {
-      p.lse[lse_offset(p, rq.base, qi, head)] =
+      p.lse[lse_offset(p, rq ? rq->base : req, qi, head)] =
           has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
     }
   }
@@ -240,8 +242,9 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, const Reques
 // request exits while the decode still runs (whole-request plans, large batches: the wait and the loads
 // after the decode would add microseconds to every call). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
-// kRagged: ragged queries (request_queries); a request with a malformed offset pair is not written.
-template <typename T, int kF, bool kFp16, bool kRagged>
+// kGeneral: the general-query form (ragged queries or padded heads: request_queries, request_row); a request with a
+// malformed offset pair is not written.
+template <typename T, int kF, bool kFp16, bool kGeneral>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
     combine_kernel(DecodeParams p, int num_groups) {
   const bool by_part = num_groups < p.batch;
@@ -254,9 +257,13 @@ __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
       wait_for_preceding_grids();  // the partials come from the decode kernel
       waited = true;
     }
-    const RequestQueries rq = request_queries<kRagged>(p, req);
-    if (rq.malformed) continue;  // uniform over the CTA
-    combine_tile<T, kF, kFp16>(p, rq, split, blockIdx.x);
+    if constexpr (kGeneral) {
+      const RequestQueries rq = p.q_indptr ? request_queries<true>(p, req) : request_queries<false>(p, req);
+      if (rq.malformed) continue;  // uniform over the CTA
+      combine_tile<T, kF, kFp16>(p, req, &rq, split, blockIdx.x);
+    } else {
+      combine_tile<T, kF, kFp16>(p, req, nullptr, split, blockIdx.x);
+    }
   }
   if (!waited && blockIdx.x == 0 && blockIdx.y == 0) wait_for_preceding_grids();
 }
@@ -266,7 +273,8 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  auto* kernel = p.q_indptr ? (p.fp16_partials ? combine_kernel<T, kF, true, true> : combine_kernel<T, kF, false, true>)
+  const bool general = p.q_indptr != nullptr || p.heads != p.num_heads;
+  auto* kernel = general ? (p.fp16_partials ? combine_kernel<T, kF, true, true> : combine_kernel<T, kF, false, true>)
                             : (p.fp16_partials ? combine_kernel<T, kF, true, false> : combine_kernel<T, kF, false, false>);
   return launch_kernel(kernel, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);
 }

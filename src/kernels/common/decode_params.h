@@ -62,6 +62,9 @@ struct DecodeParams {
   // Tree mask rows (TreeMask; mask_kind 0 = none): one 64-bit word per query token, bit j = sees draft token j.
   const uint64_t* mask;
   int mask_kind;
+  // The query's head count h_q. num_heads above is the row layout's, a power of two >= 8: the general-query
+  // variant pads any h_q in 1..128 up to it (rows of padding heads are neither read nor written); elsewhere equal.
+  int heads;
 };
 
 }  // namespace openmla::kernels

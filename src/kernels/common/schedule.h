@@ -73,6 +73,15 @@ struct RequestSplit {
   int blocks;        // planned blocks (ceil(max(seqlen, 0) / 64), clamped)
 };
 
+// The heads of the kernels' row layout (row = token * heads + head, split by a shift and a mask): h_q rounded up to
+// a power of two >= 8. Equal to h_q for 8, 16, 32, 64, 128; other head counts (1..128) run the portable kernel's
+// general-query variant, which neither reads nor writes the padding heads' rows.
+OPENMLA_HOST_DEVICE inline int row_layout_heads(int h_q) {
+  int heads = 8;
+  while (heads < h_q) heads *= 2;
+  return heads;
+}
+
 // Blocks a request of `seqlen` tokens has (0 for seqlen <= 0), clamped as the planner does.
 OPENMLA_HOST_DEVICE inline int planned_blocks(int seqlen) {
   if (seqlen <= 0) return 0;

@@ -53,6 +53,12 @@ __device__ __forceinline__ RequestQueries request_queries(const DecodeParams& p,
   }
 }
 
+// Whether packed row `row` of a request is one of its query rows in the general-query variant: below its rows and of
+// a head below the real count (padding heads are neither read nor written). The uniform variant's test is row < p.rows.
+__device__ __forceinline__ bool request_row(const DecodeParams& p, const RequestQueries& rq, int row) {
+  return row < rq.rows && (row & (p.num_heads - 1)) < p.heads;
+}
+
 // The keys a query row sees: [0, prefix), and prefix + j < limit for each set bit j of draft (a tree mask's row;
 // 0 otherwise, with limit = prefix). For the kernels' general-query variant (ragged queries, tree masks).
 struct KeyWindow {

@@ -48,7 +48,7 @@ __device__ __forceinline__ int load_q_permuted(const DecodeParams& p, int req, c
   const char* q = static_cast<const char*>(p.q);
   auto source = [&](int i) -> const uint4* {
     const int row = m_tile * Cfg::M + i / kRowChunks;
-    if (row >= (rq ? rq->rows : p.rows)) return nullptr;
+    if (rq ? !request_row(p, *rq, row) : row >= p.rows) return nullptr;
     const auto [qi, head] = query_row(p, row);
     return reinterpret_cast<const uint4*>(q + q_offset(p, rq ? rq->base : req, qi, head) * 2) +
            i % kRowChunks;

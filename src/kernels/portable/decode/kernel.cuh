@@ -45,7 +45,7 @@ __device__ __forceinline__ void load_q(const DecodeParams& p, int req, const Req
   for (int i = threadIdx.x; i < Cfg::M * kRowChunks; i += Cfg::kThreads) {
     const int r = i / kRowChunks, c = i % kRowChunks;
     const int row = m_tile * Cfg::M + r;
-    const bool valid = row < (rq ? rq->rows : p.rows);
+    const bool valid = rq ? request_row(p, *rq, row) : row < p.rows;
     const auto [qi, head] = query_row(p, valid ? row : 0);
     const char* src = q + q_offset(p, rq ? rq->base : req, qi, head) * 2 + c * kChunkBytes;
     cp_async_16(reinterpret_cast<char*>(sq) + swizzled_chunk_offset(r, c), valid ? src : q, valid);
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     }
     // The request's rows and its argument of the offset functions (uniform: s_q * h_q rows at index req).
     const RequestQueries* const general = kGeneral ? &rq : nullptr;
-    const auto rows = [&] { return general ? general->rows : p.rows; };
+    const auto is_row = [&](int row) { return general ? request_row(p, *general, row) : row < p.rows; };
     const auto q_base = [&] { return general ? general->base : req; };
     const int seqlen = seg.seqlen;
     const unsigned bad_request = seg.errors;
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < rows();
+          const bool in_tile = is_row(row);
           const float inv = row_factor(local_row);
           const size_t prow = partial_row_index(partial_slot, p.rows, row);
           uint16_t* out = static_cast<uint16_t*>(p.o_partial) + prow * kHeadDimV;
@@ -588,7 +588,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         for (int h = 0; h < 2; ++h) {
           const int local_row = pv_m * Cfg::kPvRows + i * 16 + g + h * 8;
           const int row = m_tile * Cfg::M + local_row;
-          const bool in_tile = row < rows();
+          const bool in_tile = is_row(row);
           if constexpr (!kPortableWholeSectorOutput<Cfg>) {
             if (!in_tile) continue;  // no shuffles below
           }
@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     }
     if (tid < Cfg::M) {
       const int row = m_tile * Cfg::M + tid;
-      if (row < rows()) {
+      if (is_row(row)) {
         const float l = sm.row_sum[cur][tid];
         const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {

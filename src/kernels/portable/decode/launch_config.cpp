@@ -64,7 +64,7 @@ LaunchConfig choose_launch(const DecodeShape& shape, const DeviceFacts& device,
   c.kv_format = shape.kv_format;
   c.q_is_bf16 = shape.q_dtype == DType::kBFloat16;
   if (overrides.portable_tile == PortableTile::kAuto) {
-    c.tile = choose_tile(shape.q_len * shape.num_heads, shape.kv_format, device.max_smem_per_block);
+    c.tile = choose_tile(shape.q_len * row_layout_heads(shape.num_heads), shape.kv_format, device.max_smem_per_block);
   } else {
     c.tile = overrides.portable_tile;
     if (tile_smem_bytes(c.tile, shape.kv_format) > device.max_smem_per_block)
@@ -73,7 +73,8 @@ LaunchConfig choose_launch(const DecodeShape& shape, const DeviceFacts& device,
                    kv_format_name(shape.kv_format), ", device has ", device.max_smem_per_block);
   }
   c.rows_per_cta = tile_info(c.tile).rows;
-  c.general_queries = shape.query_layout != QueryLayout::kUniform || shape.tree_mask != TreeMask::kNone;
+  c.general_queries = shape.query_layout != QueryLayout::kUniform || shape.tree_mask != TreeMask::kNone ||
+                      row_layout_heads(shape.num_heads) != shape.num_heads;
   c.smem_bytes = tile_smem_bytes(c.tile, shape.kv_format);
   c.split = SplitTuning{kMinUnitsPerPart, 0, kRequestOverheadUnits};
   return c;
