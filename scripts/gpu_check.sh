@@ -98,6 +98,10 @@ else
     PYTHONPATH="$root/python" "$python" examples/speculative_decoding.py --steps 1000 >"$out/example.log" 2>&1
     note "example speculative_decoding.py: rc=$? $(tail -1 "$out/example.log")"
   fi
+  if [ -f examples/eagle_tree_decoding.py ]; then
+    PYTHONPATH="$root/python" "$python" examples/eagle_tree_decoding.py --steps 300 >"$out/example_eagle.log" 2>&1
+    note "example eagle_tree_decoding.py: rc=$? $(grep 'plain decoding' "$out/example_eagle.log" | head -1)"
+  fi
 fi
 
 # ---- benchmark ----------------------------------------------------------------------------------------

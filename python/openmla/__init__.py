@@ -6,6 +6,8 @@
     dec.plan(cache_seqlens); dec.run(q, kv_cache, block_table, cache_seqlens, scale, out=out, lse=lse)
     openmla.write_kv(kv_latent, k_rope, slots, kv_cache)   # quantizing scatter into the cache
     pool = openmla.PagePool(num_pages)                     # page accounting for speculative decoding
+    src, dst = pool.commit_path(r, path)                   # tree verify: keep the accepted path ...
+    openmla.move_kv(caches, src, dst, row_indptr)          # ... and compact its KV in every layer
 
 Tensors come through DLPack (PyTorch, CuPy, JAX, NumPy) and are never copied; the GPU entry points
 take CUDA tensors. openmla.reference runs the exact CPU oracle on host arrays; openmla.fp8 holds
@@ -53,7 +55,7 @@ from ._C import (
 )
 from . import _frameworks, fp8, reference, tree
 from ._errors import DeviceError
-from .api import Decoder, decode, view_as, write_kv
+from .api import Decoder, decode, move_kv, view_as, write_kv
 
 __version__ = _C.__version__
 
@@ -88,6 +90,7 @@ __all__ = [
     "describe_device_errors",
     "fp8",
     "kv_bytes_per_token",
+    "move_kv",
     "page_stride_bytes",
     "pages_for_budget",
     "reference",

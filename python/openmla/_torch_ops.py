@@ -1,7 +1,7 @@
 """OpenMLA's GPU entry points as PyTorch custom operators (torch.ops.openmla.*).
 
 torch.compile cannot trace into a native extension: a call to it would break the graph. While
-torch.compile traces, openmla.decode, write_kv, Decoder.plan / Decoder.run and
+torch.compile traces, openmla.decode, write_kv, move_kv, Decoder.plan / Decoder.run and
 openmla.flash_mla.flash_mla_with_kvcache therefore call these operators instead; each has a fake
 (meta) implementation that gives the outputs' shapes without running anything, and declares the
 tensors it writes (out, lse, the cache, the workspace), so that the compiled graph keeps the calls in
@@ -14,6 +14,7 @@ does not need.
                              q_indptr=None, mask=None, tree_mask=None, q_len=0) -> (out, lse)
     torch.ops.openmla.decode_out(..., num_parts, out, lse, q_indptr=None, ...)   # writes out and lse
     torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace)
+    torch.ops.openmla.move_kv(caches, src_slots, dst_slots, row_indptr, kv_format, workspace)  # caches: a list
     torch.ops.openmla.decoder_plan(decoder_id, cache_seqlens, workspace)
     torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
                                   softmax_scale, out, lse, workspace, kv_scale, q_indptr=None, mask=None)
@@ -28,7 +29,7 @@ without torch.library.custom_op (older than 2.4) gets none.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
@@ -85,6 +86,15 @@ def register() -> None:
 
     @write_kv.register_fake
     def _(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace):
+        return None
+
+    @custom_op("openmla::move_kv", mutates_args=("caches", "workspace"))
+    def move_kv(caches: List[torch.Tensor], src_slots: torch.Tensor, dst_slots: torch.Tensor,
+                row_indptr: torch.Tensor, kv_format: Optional[str], workspace: Optional[torch.Tensor]) -> None:
+        api.move_kv(caches, src_slots, dst_slots, row_indptr, kv_format=kv_format, workspace=workspace)
+
+    @move_kv.register_fake
+    def _(caches, src_slots, dst_slots, row_indptr, kv_format, workspace):
         return None
 
     @custom_op("openmla::decoder_plan", mutates_args=("workspace",))

@@ -1,4 +1,4 @@
-"""The GPU entry points: decode, Decoder (plan once per step, run per layer), write_kv.
+"""The GPU entry points: decode, Decoder (plan once per step, run per layer), write_kv, move_kv.
 
 Tensors are anything DLPack speaks (PyTorch, CuPy, JAX, NumPy); they are passed to the C++ library
 as views, never copied. The GPU entry points take CUDA tensors only: a CPU tensor or a NumPy array
@@ -34,7 +34,7 @@ from ._frameworks import (
     torch_or_none,
 )
 
-__all__ = ["Decoder", "decode", "shape_of_q", "view_as", "write_kv"]
+__all__ = ["Decoder", "decode", "move_kv", "shape_of_q", "view_as", "write_kv"]
 
 HEAD_DIM_V = _C.HEAD_DIM_V
 
@@ -471,3 +471,52 @@ def write_kv(
         kv_scale = as_float(kv_scale, "kv_scale")
     _C.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format_of(kv_cache, kv_format), kv_scale,
                 stream_arg(stream, kv_cache), workspace)
+
+
+def _first_cache(caches: Any) -> Any:
+    """The cache whose dtype and row width imply move_kv's format: caches itself or its first entry."""
+    if isinstance(caches, (list, tuple)):
+        return caches[0] if len(caches) else None
+    return caches
+
+
+def move_kv(
+    caches: Any,
+    src_slots: Any,
+    dst_slots: Any,
+    row_indptr: Any,
+    kv_format: Any = None,
+    stream: Any = None,
+    workspace: Any = None,
+) -> None:
+    """Moves KV rows between slots of the paged cache, in every cache of `caches`, on the GPU: the
+    compaction after a speculative tree verify (PagePool.commit_path returns the moves).
+
+    caches: one KV cache [num_pages, 64, (1,) W] or a list / tuple of 1 to 128 of them (every
+    layer's, target and draft), all of one format, page count and page stride, none sharing memory;
+    written in place. src_slots / dst_slots [m] int32 or int64 (page_id * 64 + offset), row r moving
+    the token at src_slots[r] to dst_slots[r]. row_indptr [g + 1] int32: group j (one request) owns
+    rows row_indptr[j] .. row_indptr[j+1] - 1 (at most 128); a group reads all its sources before
+    writing any destination, so a destination may be another row's source. Destinations of a group
+    are distinct and groups share no slots (not checked: PagePool.commit_path's moves of different
+    requests satisfy both). Whole token rows are copied as raw bytes (any format, no conversion).
+    kv_format: inferred from the first cache when None. One kernel, no host sync, graph-capturable
+    (the counts live in row_indptr on the device; m and g are fixed by the tensors). stream as for
+    Decoder (default: the current stream of src_slots' framework). With workspace= (a Decoder's
+    workspace), a slot beyond the caches (its row is skipped) sets DeviceError.SLOT_OUT_OF_RANGE and
+    a bad group range (the group moves nothing) DeviceError.QUERY_OFFSETS, read with
+    Decoder.device_errors().
+
+    Raises ValueError for a bad shape, an empty or too long cache list, or a tensor not on the GPU
+    (a CPU tensor or NumPy array: openmla.reference.move_kv runs on the CPU), TypeError for a bad
+    dtype or stream.
+    """
+    if stream is None and compiling():
+        fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
+        listed = list(caches) if isinstance(caches, (list, tuple)) else [caches]
+        _torch_ops().move_kv(listed, src_slots, dst_slots, row_indptr, fmt, workspace)
+        return
+    first = _first_cache(caches)
+    fmt = as_kv_format(kv_format) if kv_format is not None else (
+        KVFormat.bf16 if first is None else kv_format_of(first, None))  # an empty list: the binding names it
+    _C.move_kv(caches, src_slots, dst_slots, row_indptr, fmt, stream_arg(stream, src_slots), workspace)

@@ -1,6 +1,7 @@
-"""The CPU oracle through the binding: exact (float64) decode and the CPU write_kv, on CPU tensors.
+"""The CPU oracle through the binding: exact (float64) decode and the CPU write_kv / move_kv, on CPU
+tensors.
 
-Same argument conventions as openmla.decode / openmla.write_kv, on CPU tensors (NumPy arrays, CPU
+Same argument conventions as openmla.decode / openmla.write_kv / openmla.move_kv, on CPU tensors (NumPy arrays, CPU
 torch tensors, anything DLPack speaks in host memory). NumPy has no bfloat16: pass bf16 data as
 uint16 through openmla.view_as(array, "bfloat16") (ml_dtypes bfloat16 arrays are recognised as
 they are). Bad arguments raise as the GPU entry points do (ValueError, TypeError).
@@ -16,9 +17,9 @@ from . import _C
 from ._C import DType, QueryLayout
 from ._errors import DeviceError, as_device_error
 from ._frameworks import as_dtype, as_float, as_fp8_math, kv_format_of
-from .api import HEAD_DIM_V, _tree_mask_of, shape_of_q
+from .api import HEAD_DIM_V, _first_cache, _tree_mask_of, shape_of_q
 
-__all__ = ["ReferenceResult", "decode", "read_kv_token", "write_kv"]
+__all__ = ["ReferenceResult", "decode", "move_kv", "read_kv_token", "write_kv"]
 
 
 class ReferenceResult(NamedTuple):
@@ -90,6 +91,16 @@ def write_kv(
     SLOT_OUT_OF_RANGE when a slot lies beyond the cache (such slots are skipped)."""
     return as_device_error(_C.reference.write_kv(kv_latent, k_rope, slots, kv_cache,
                                                  kv_format_of(kv_cache, kv_format), as_float(kv_scale, "kv_scale")))
+
+
+def move_kv(caches: Any, src_slots: Any, dst_slots: Any, row_indptr: Any, kv_format: Any = None) -> DeviceError:
+    """CPU move_kv with the GPU kernel's moves, guards and error bits; arguments as openmla.move_kv
+    on CPU tensors (the caches written in place). Returns the DeviceError flags: SLOT_OUT_OF_RANGE
+    when a slot lies beyond the caches (that row is skipped), QUERY_OFFSETS when a group's row range
+    is bad (that group moves nothing)."""
+    first = _first_cache(caches)
+    fmt = kv_format_of(first, kv_format) if first is not None or kv_format is not None else _C.KVFormat.bf16
+    return as_device_error(_C.reference.move_kv(caches, src_slots, dst_slots, row_indptr, fmt))
 
 
 def read_kv_token(kv_cache: Any, page: int, offset: int, kv_format: Any = None, kv_scale: float = 1.0) -> np.ndarray:

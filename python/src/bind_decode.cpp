@@ -1,4 +1,4 @@
-// KV formats, DecodeShape / DecodePlan (plan + run on caller-owned workspace) and the GPU write_kv.
+// KV formats, DecodeShape / DecodePlan (plan + run on caller-owned workspace), the GPU write_kv and move_kv.
 #include <cstdint>
 #include <string>
 
@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "openmla/decode.h"
 #include "openmla/kv_format.h"
+#include "openmla/move_kv.h"
 #include "openmla/write_kv.h"
 #include "tensor_args.h"
 
@@ -25,6 +26,7 @@ struct Workspace {
 
 constexpr const char* kDecodeOnCpu = "openmla.reference.decode runs on the CPU";
 constexpr const char* kWriteOnCpu = "openmla.reference.write_kv runs on the CPU";
+constexpr const char* kMoveOnCpu = "openmla.reference.move_kv runs on the CPU";
 
 Workspace workspace_arg(nb::handle obj, int device) {
   Workspace ws;
@@ -308,6 +310,43 @@ void register_decode(nb::module_& m) {
       "stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). "
       "error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond "
       "the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.");
+
+  m.def(
+      "move_kv",
+      [](nb::handle caches, nb::handle src_slots, nb::handle dst_slots, nb::handle row_indptr, KVFormat kv_format,
+         std::optional<std::uintptr_t> stream, nb::handle error_workspace) {
+        Input src_t = input_tensor(src_slots, "src_slots");
+        Input dst_t = input_tensor(dst_slots, "dst_slots");
+        Input indptr_t = input_tensor(row_indptr, "row_indptr");
+        Output err_t = optional_output(error_workspace, "error_workspace");
+        CacheList list = cache_list(caches, kv_format, kMoveOnCpu);
+        require_cuda(src_t.view, src_slots, "src_slots", kMoveOnCpu);
+        require_cuda(dst_t.view, dst_slots, "dst_slots", kMoveOnCpu);
+        require_cuda(indptr_t.view, row_indptr, "row_indptr", kMoveOnCpu);
+        require_cuda(err_t.view, error_workspace, "error_workspace", "a decode workspace");
+        unsigned* error_word = err_t.view.defined() ? DecodePlan::device_error_word(err_t.view.data) : nullptr;
+        MoveKVArgs args;
+        args.src_slots = src_t.view;
+        args.dst_slots = dst_t.view;
+        args.row_indptr = indptr_t.view;
+        args.caches = list.caches.data();
+        args.num_caches = static_cast<int>(list.caches.size());
+        const cudaStream_t s = stream_or_current(stream, src_slots, list.caches[0].data.device_id);
+        nb::gil_scoped_release release;
+        move_kv(args, s, error_word);
+      },
+      "caches"_a.none(), "src_slots"_a.none(), "dst_slots"_a.none(), "row_indptr"_a.none(), "kv_format"_a,
+      "stream"_a.none() = 0, "error_workspace"_a = nb::none(),
+      "Moves KV rows between slots in every cache of `caches`, in one kernel on `stream` (the compaction after a "
+      "speculative tree verify: PagePool.commit_path returns the moves). caches: a KV cache [num_pages, 64, (1,) W] "
+      "or a list of 1 to 128 (every layer's), all of kv_format, one page count and page stride; src_slots / "
+      "dst_slots [m] int32 or int64 (page * 64 + offset); row_indptr [g + 1] int32: group j (one request) owns rows "
+      "row_indptr[j] .. row_indptr[j+1] - 1, at most 128, and reads all its sources before writing any destination. "
+      "Whole token rows are copied as raw bytes (any format, no conversion). stream: as for DecodePlan.plan (None: "
+      "src_slots' framework's current stream). error_workspace: a decode workspace whose error word gets "
+      "DEVICE_ERROR_SLOT_OUT_OF_RANGE for a slot beyond the caches (that row is skipped) and "
+      "DEVICE_ERROR_QUERY_OFFSETS for a bad group range (that group moves nothing). Graph-capturable; all CUDA "
+      "tensors on the current device; ValueError / TypeError otherwise.");
 }
 
 }  // namespace openmla::python

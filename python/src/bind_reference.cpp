@@ -1,4 +1,4 @@
-// The CPU oracle (reference.decode / write_kv / read_kv_token) and the host FP8 codecs, on CPU
+// The CPU oracle (reference.decode / write_kv / move_kv / read_kv_token) and the host FP8 codecs, on CPU
 // tensors (NumPy in tests). The codecs are vectorised here: a Python loop over 656-byte tokens
 // would dominate the test suite's time.
 #include <algorithm>
@@ -104,6 +104,22 @@ unsigned reference_write_kv(nb::handle kv_latent, nb::handle k_rope, nb::handle 
   args.cache.scale = kv_scale;
   nb::gil_scoped_release release;
   return reference::write_kv(args);
+}
+
+unsigned reference_move_kv(nb::handle caches, nb::handle src_slots, nb::handle dst_slots, nb::handle row_indptr,
+                           KVFormat kv_format) {
+  Input src_t = input_tensor(src_slots, "src_slots");
+  Input dst_t = input_tensor(dst_slots, "dst_slots");
+  Input indptr_t = input_tensor(row_indptr, "row_indptr");
+  CacheList list = cache_list(caches, kv_format, nullptr);
+  MoveKVArgs args;
+  args.src_slots = src_t.view;
+  args.dst_slots = dst_t.view;
+  args.row_indptr = indptr_t.view;
+  args.caches = list.caches.data();
+  args.num_caches = static_cast<int>(list.caches.size());
+  nb::gil_scoped_release release;
+  return reference::move_kv(args);
 }
 
 nb::ndarray<nb::numpy, float> read_kv_token(nb::handle kv_cache, int64_t page, int offset, KVFormat kv_format,
@@ -218,6 +234,12 @@ void register_reference(nb::module_& m) {
           "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
           "CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns "
           "the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).");
+  ref.def("move_kv", &reference_move_kv, "caches"_a.none(), "src_slots"_a.none(), "dst_slots"_a.none(),
+          "row_indptr"_a.none(), "kv_format"_a,
+          "CPU move_kv with the GPU kernel's moves, guards and error bits, arguments as move_kv on CPU tensors "
+          "(the caches written in place); returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for a "
+          "slot beyond the caches, whose row is skipped; DEVICE_ERROR_QUERY_OFFSETS for a bad group range, whose "
+          "group moves nothing).");
   ref.def("read_kv_token", &read_kv_token, "kv_cache"_a.none(), "page"_a, "offset"_a, "kv_format"_a,
           "kv_scale"_a = 1.0f,
           "The 576 values decode reads for one token (float32 NumPy array: 512 latent, then 64 rope); page in "

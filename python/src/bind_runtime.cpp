@@ -1,11 +1,14 @@
-// The page pool (openmla/runtime/page_pool.h): request lifecycle, speculative reserve/commit,
+// The page pool (openmla/runtime/page_pool.h): request lifecycle, speculative reserve/commit and tree commits,
 // forks, queries, the invariant check, and the sizing helpers.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
@@ -50,6 +53,72 @@ nb::object pool_slots(const PagePool& pool, RequestId id, int64_t begin, int64_t
   return nb::borrow<nb::object>(out);
 }
 
+// A tree path (`path` argument): None (no accepted token) or an iterable of integers (a list, a
+// tuple, a 1-D NumPy array or CPU tensor), each an int32 tree position; the pool checks the values
+// against the request. `accepted` None means len(path).
+std::vector<int32_t> path_arg(nb::handle path, const std::optional<int64_t>& accepted, int64_t* count) {
+  std::vector<int32_t> values;
+  if (!path.is_none()) {
+    nb::object iterator = nb::steal(PyObject_GetIter(path.ptr()));
+    if (!iterator.is_valid()) {
+      PyErr_Clear();
+      throw nb::type_error(("path: expected a sequence of tree positions (ints), got " +
+                            nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(path.ptr())))
+                                                              .attr("__name__"))))
+                               .c_str());
+    }
+    for (nb::handle item : path) {
+      const std::string name = "path[" + std::to_string(values.size()) + "]";
+      nb::object index = nb::steal(PyNumber_Index(item.ptr()));
+      if (!index.is_valid()) {
+        PyErr_Clear();
+        throw nb::type_error((name + ": expected an int (a tree position), got " +
+                              nb::cast<std::string>(nb::repr(item)))
+                                 .c_str());
+      }
+      const long long v = PyLong_AsLongLong(index.ptr());
+      if (PyErr_Occurred() || v < INT32_MIN || v > INT32_MAX) {
+        PyErr_Clear();
+        throw nb::value_error((name + ": expected a tree position (an int32), got " +
+                               nb::cast<std::string>(nb::repr(item)))
+                                  .c_str());
+      }
+      values.push_back(static_cast<int32_t>(v));
+    }
+  }
+  const int64_t size = static_cast<int64_t>(values.size());
+  *count = accepted.value_or(size);
+  if (*count > size)
+    throw nb::value_error(("accepted: expected at most len(path) = " + std::to_string(size) + ", got " +
+                           std::to_string(*count))
+                              .c_str());
+  return values;
+}
+
+using SlotArrays = std::pair<nb::ndarray<nb::numpy, int32_t>, nb::ndarray<nb::numpy, int32_t>>;
+
+// Moves as two int32 NumPy arrays (src_slots, dst_slots), ready for move_kv.
+SlotArrays moves_to_numpy(const std::vector<runtime::SlotMove>& moves, int64_t count) {
+  auto src = new_numpy<int32_t>({static_cast<size_t>(count)});
+  auto dst = new_numpy<int32_t>({static_cast<size_t>(count)});
+  for (int64_t k = 0; k < count; ++k) {
+    src.data()[k] = moves[static_cast<size_t>(k)].src_slot;
+    dst.data()[k] = moves[static_cast<size_t>(k)].dst_slot;
+  }
+  return {src, dst};
+}
+
+SlotArrays commit_or_preview(PagePool& pool, RequestId id, nb::handle path, const std::optional<int64_t>& accepted,
+                            bool commit) {
+  int64_t count = 0;
+  const std::vector<int32_t> values = path_arg(path, accepted, &count);
+  std::vector<runtime::SlotMove> moves(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  const int32_t* data = values.empty() ? nullptr : values.data();
+  const int64_t n = commit ? pool.commit_path(id, data, count, moves.data())
+                           : pool.path_moves(id, data, count, moves.data());
+  return moves_to_numpy(moves, n);
+}
+
 std::string stats_repr(const runtime::PoolStats& s) {
   return "PoolStats(total_pages=" + std::to_string(s.total_pages) + ", free_pages=" + std::to_string(s.free_pages) +
          ", used_pages=" + std::to_string(s.used_pages) + ", shared_pages=" + std::to_string(s.shared_pages) +
@@ -91,6 +160,8 @@ void register_runtime(nb::module_& m) {
       m, "PagePool",
       "Paged KV-cache accounting (64-token pages, one page id for every layer's cache). Speculative step: "
       "reserve(r, num_draft); write drafts at slots(r, committed_tokens(r), num_draft); commit(r, accepted). "
+      "Tree drafts: reserve(r, n); write the tree at slots(r, committed_tokens(r), n); src, dst = "
+      "commit_path(r, path); openmla.move_kv(caches, src, dst, ...). "
       "Every misuse raises ValueError and leaves the pool unchanged; running out raises PoolExhausted.")
       .def(nb::init<int64_t>(), "num_pages"_a,
            "A pool of num_pages pages (1 to MAX_POOL_PAGES), ids 0 .. num_pages - 1; ValueError otherwise.")
@@ -104,6 +175,27 @@ void register_runtime(nb::module_& m) {
       .def("commit", &PagePool::commit, "request"_a, "accepted"_a,
            "Keeps the first `accepted` reserved positions as committed, drops the rest and frees pages past the "
            "new end. Never raises PoolExhausted.")
+      .def(
+          "commit_path",
+          [](PagePool& pool, RequestId id, nb::handle path, std::optional<int64_t> accepted) {
+            return commit_or_preview(pool, id, path, accepted, true);
+          },
+          "request"_a, "path"_a.none(), "accepted"_a.none() = nb::none(),
+          "Tree commit after a speculative verify: the KV of the reserved tree positions path[0] < path[1] < ... "
+          "(the accepted root-to-node path, its first `accepted` entries; None: all of them) becomes the committed "
+          "positions committed .. committed + accepted - 1, the rest of the reservation is dropped and pages past "
+          "the new end are freed, as commit(request, accepted). Returns (src_slots, dst_slots), int32 NumPy arrays "
+          "of the moves (one per k with path[k] != k) that the caller performs with openmla.move_kv in every "
+          "layer's cache before anything reads those positions. Raises ValueError (pool unchanged) for a path out "
+          "of order or beyond the reservation.")
+      .def(
+          "path_moves",
+          [](PagePool& pool, RequestId id, nb::handle path, std::optional<int64_t> accepted) {
+            return commit_or_preview(pool, id, path, accepted, false);
+          },
+          "request"_a, "path"_a.none(), "accepted"_a.none() = nb::none(),
+          "The (src_slots, dst_slots) commit_path(request, path, accepted) would return, without committing "
+          "(same checks).")
       .def(
           "fork",
           [](PagePool& pool, RequestId parent, int64_t num_tokens) {

@@ -5,6 +5,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include "openmla/move_kv.h"
 #include "openmla/tensor.h"
 
 namespace openmla::python {
@@ -311,6 +312,29 @@ size_t contiguous_bytes(const TensorView& view, const char* name) {
                            " for shape " + view.shape_str())
                               .c_str());
   return static_cast<size_t>(view.numel()) * static_cast<size_t>(dtype_size(view.dtype));
+}
+
+CacheList cache_list(nb::handle caches, KVFormat format, const char* hint) {
+  CacheList list;
+  const bool sequence = nb::isinstance<nb::list>(caches) || nb::isinstance<nb::tuple>(caches);
+  const size_t count = sequence ? nb::len(caches) : 1;
+  if (count < 1 || count > static_cast<size_t>(kMaxMoveCaches))
+    throw nb::value_error(("caches: expected a KV cache or a list of 1 to " + std::to_string(kMaxMoveCaches) +
+                           " KV caches, got " + std::to_string(count))
+                              .c_str());
+  list.tensors.reserve(count);
+  list.caches.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    nb::object obj = sequence ? nb::object(caches[i]) : nb::borrow(caches);
+    const std::string name = sequence ? "caches[" + std::to_string(i) + "]" : std::string("caches");
+    list.tensors.push_back(output_tensor(obj, name.c_str()));
+    if (hint != nullptr) require_cuda(list.tensors.back().view, obj, name.c_str(), hint);
+    KVCache cache;
+    cache.data = list.tensors.back().view;
+    cache.format = format;
+    list.caches.push_back(cache);
+  }
+  return list;
 }
 
 }  // namespace openmla::python

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include "openmla/kv_format.h"
 #include "openmla/tensor.h"
 
 namespace openmla::python {
@@ -63,5 +65,16 @@ size_t contiguous_bytes(const TensorView& view, const char* name);
 // GPU entry points call it for every tensor before any CUDA call, so that host data is reported as
 // such even where no CUDA driver is loaded. An undefined (omitted optional) view passes.
 void require_cuda(const TensorView& view, nb::handle obj, const char* name, const char* hint = nullptr);
+
+// The `caches` argument of move_kv: one cache tensor or a list / tuple of them, each imported as a
+// writable tensor named "caches" (a single tensor) or "caches[i]", viewed as a KVCache of `format`.
+// With `hint` (GPU entry points), every cache must be a CUDA tensor (require_cuda with that hint).
+// The views stay valid while the CacheList lives. ValueError for an empty sequence or more than
+// kMaxMoveCaches (128) caches; the library checks each view (shape, format, page stride, overlap).
+struct CacheList {
+  std::vector<Output> tensors;
+  std::vector<KVCache> caches;
+};
+CacheList cache_list(nb::handle caches, KVFormat format, const char* hint);
 
 }  // namespace openmla::python

@@ -27,12 +27,14 @@ def _meta_inputs(s_q=S):
 def test_operators_are_registered_with_their_writes_marked():
     ops = torch.ops.openmla
     schemas = {name: str(getattr(ops, name).default._schema)
-               for name in ("decode", "decode_out", "write_kv", "decoder_plan", "decoder_run", "flash_mla_with_kvcache")}
+               for name in ("decode", "decode_out", "write_kv", "move_kv", "decoder_plan", "decoder_run",
+                            "flash_mla_with_kvcache")}
     assert "!" not in schemas["decode"] and "!" not in schemas["flash_mla_with_kvcache"]
     for name, written in [("decode_out", ["out", "lse"]), ("write_kv", ["kv_cache", "workspace"]),
+                          ("move_kv", ["caches", "workspace"]),
                           ("decoder_plan", ["workspace"]), ("decoder_run", ["out", "lse", "workspace"])]:
         for arg in written:
-            assert f"!) {arg}" in schemas[name] or f"!)? {arg}" in schemas[name], (name, arg, schemas[name])
+            assert any(f"!){kind} {arg}" in schemas[name] for kind in ("", "?", "[]")), (name, arg, schemas[name])
 
 
 def test_fake_implementations_give_the_output_shapes():
@@ -89,6 +91,29 @@ def test_compile_fullgraph_write_kv_and_flash_mla():
 
     out, lse = torch.compile(attend, fullgraph=True, backend="aot_eager")(q, cache, table, seqlens)
     assert out.shape == (B, S, H, 512) and lse.shape == (B, H, S)
+
+
+def test_compile_fullgraph_move_kv():
+    """move_kv traces into openmla::move_kv, for one cache or a list (every layer's)."""
+    caches = [torch.empty(4, 64, 576, dtype=torch.bfloat16, device="meta") for _ in range(3)]
+    src = torch.empty(5, dtype=torch.int32, device="meta")
+    dst = torch.empty(5, dtype=torch.int32, device="meta")
+    indptr = torch.empty(3, dtype=torch.int32, device="meta")
+
+    def compact(caches, src, dst, indptr):
+        openmla.move_kv(caches, src, dst, indptr)
+        openmla.move_kv(caches[0], src, dst, indptr, kv_format="bf16")
+        return caches[0]
+
+    assert torch.compile(compact, fullgraph=True, backend="aot_eager")(caches, src, dst, indptr).shape == (4, 64, 576)
+
+
+def test_eager_move_kv_names_a_cpu_tensor():
+    caches = [torch.zeros(2, 64, 576, dtype=torch.bfloat16) for _ in range(2)]
+    slots = torch.zeros(1, dtype=torch.int32)
+    indptr = torch.tensor([0, 1], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"caches\[0\]: expected a CUDA tensor, got a CPU tensor"):
+        openmla.move_kv(caches, slots, slots, indptr)
 
 
 def test_eager_calls_do_not_go_through_the_operators():

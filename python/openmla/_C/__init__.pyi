@@ -354,6 +354,11 @@ def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | No
     Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.
     """
 
+def move_kv(caches: object | None, src_slots: object | None, dst_slots: object | None, row_indptr: object | None, kv_format: KVFormat, stream: int | None = 0, error_workspace: object | None = None) -> None:
+    """
+    Moves KV rows between slots in every cache of `caches`, in one kernel on `stream` (the compaction after a speculative tree verify: PagePool.commit_path returns the moves). caches: a KV cache [num_pages, 64, (1,) W] or a list of 1 to 128 (every layer's), all of kv_format, one page count and page stride; src_slots / dst_slots [m] int32 or int64 (page * 64 + offset); row_indptr [g + 1] int32: group j (one request) owns rows row_indptr[j] .. row_indptr[j+1] - 1, at most 128, and reads all its sources before writing any destination. Whole token rows are copied as raw bytes (any format, no conversion). stream: as for DecodePlan.plan (None: src_slots' framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for a slot beyond the caches (that row is skipped) and DEVICE_ERROR_QUERY_OFFSETS for a bad group range (that group moves nothing). Graph-capturable; all CUDA tensors on the current device; ValueError / TypeError otherwise.
+    """
+
 MAX_POOL_PAGES: int = 33554432
 
 INVALID_REQUEST: int = -1
@@ -418,7 +423,7 @@ class PoolStats:
 
 class PagePool:
     """
-    Paged KV-cache accounting (64-token pages, one page id for every layer's cache). Speculative step: reserve(r, num_draft); write drafts at slots(r, committed_tokens(r), num_draft); commit(r, accepted). Every misuse raises ValueError and leaves the pool unchanged; running out raises PoolExhausted.
+    Paged KV-cache accounting (64-token pages, one page id for every layer's cache). Speculative step: reserve(r, num_draft); write drafts at slots(r, committed_tokens(r), num_draft); commit(r, accepted). Tree drafts: reserve(r, n); write the tree at slots(r, committed_tokens(r), n); src, dst = commit_path(r, path); openmla.move_kv(caches, src, dst, ...). Every misuse raises ValueError and leaves the pool unchanged; running out raises PoolExhausted.
     """
 
     def __init__(self, num_pages: int) -> None:
@@ -447,6 +452,16 @@ class PagePool:
     def commit(self, request: int, accepted: int) -> None:
         """
         Keeps the first `accepted` reserved positions as committed, drops the rest and frees pages past the new end. Never raises PoolExhausted.
+        """
+
+    def commit_path(self, request: int, path: object | None, accepted: int | None = None) -> tuple[NDArray[numpy.int32], NDArray[numpy.int32]]:
+        """
+        Tree commit after a speculative verify: the KV of the reserved tree positions path[0] < path[1] < ... (the accepted root-to-node path, its first `accepted` entries; None: all of them) becomes the committed positions committed .. committed + accepted - 1, the rest of the reservation is dropped and pages past the new end are freed, as commit(request, accepted). Returns (src_slots, dst_slots), int32 NumPy arrays of the moves (one per k with path[k] != k) that the caller performs with openmla.move_kv in every layer's cache before anything reads those positions. Raises ValueError (pool unchanged) for a path out of order or beyond the reservation.
+        """
+
+    def path_moves(self, request: int, path: object | None, accepted: int | None = None) -> tuple[NDArray[numpy.int32], NDArray[numpy.int32]]:
+        """
+        The (src_slots, dst_slots) commit_path(request, path, accepted) would return, without committing (same checks).
         """
 
     def fork(self, parent: int, num_tokens: int = -1) -> tuple[int, PageCopy]:

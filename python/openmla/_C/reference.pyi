@@ -16,6 +16,11 @@ def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | No
     CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).
     """
 
+def move_kv(caches: object | None, src_slots: object | None, dst_slots: object | None, row_indptr: object | None, kv_format: openmla._C.KVFormat) -> int:
+    """
+    CPU move_kv with the GPU kernel's moves, guards and error bits, arguments as move_kv on CPU tensors (the caches written in place); returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for a slot beyond the caches, whose row is skipped; DEVICE_ERROR_QUERY_OFFSETS for a bad group range, whose group moves nothing).
+    """
+
 def read_kv_token(kv_cache: object | None, page: int, offset: int, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0) -> NDArray[numpy.float32]:
     """
     The 576 values decode reads for one token (float32 NumPy array: 512 latent, then 64 rope); page in [0, num_pages), offset in [0, 64), ValueError otherwise.
