@@ -77,15 +77,15 @@ int main() {
       return fail("reference::decode: wrong LSE");
   }
 
-  // 7 heads is not a supported head count: DecodePlan rejects the shape before it looks for a device.
+  // 129 heads is not a supported head count: DecodePlan rejects the shape before it looks for a device.
   DecodeShape bad = shape;
-  bad.num_heads = 7;
+  bad.num_heads = 129;
   try {
     DecodePlan plan(bad);
-    return fail("DecodePlan accepted num_heads = 7");
+    return fail("DecodePlan accepted num_heads = 129");
   } catch (const Error& e) {
     if (e.status() != Status::kInvalidArgument) {
-      std::fprintf(stderr, "install consumer: DecodePlan(num_heads = 7): %s: %s\n", status_name(e.status()), e.what());
+      std::fprintf(stderr, "install consumer: DecodePlan(num_heads = 129): %s: %s\n", status_name(e.status()), e.what());
       return 1;
     }
   }
