@@ -157,6 +157,7 @@ class DecodePlan {
   Backend backend_ = Backend::kPortable;
   int device_ = 0;
   int num_parts_ = 0;
+  int rows_ = 0;  // query rows of the kernels' row layout per request: q_len * (h_q padded to a power of two >= 8)
   Fp8Math fp8_math_ = Fp8Math::kOff;
   bool programmatic_launch_ = false;
   size_t workspace_bytes_ = 0;

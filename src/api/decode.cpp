@@ -131,7 +131,8 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
 
   auto launch = std::make_shared<detail::DecodeLaunch>();
   launch->backend = backend_;
-  const int rows = shape.q_len * kernels::row_layout_heads(shape.num_heads);
+  rows_ = shape.q_len * kernels::row_layout_heads(shape.num_heads);
+  const int rows = rows_;
   int ctas_per_sm = 1;
   int rows_per_cta = 1;
   detail::DeviceScope scope(device);
@@ -160,8 +161,7 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
                       cudaStream_t stream) const {
   detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size,
-                                                  shape_.q_len * kernels::row_layout_heads(shape_.num_heads), num_parts_);
+  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows_, num_parts_);
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
                                           num_parts_, launch_->split(), static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
@@ -170,7 +170,7 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
 void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
   detail::validate_decode_args(args, shape_, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const int rows = shape_.q_len * kernels::row_layout_heads(shape_.num_heads);
+  const int rows = rows_;
   const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
 
   kernels::DecodeParams p{};

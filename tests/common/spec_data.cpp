@@ -8,6 +8,7 @@
 
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
+#include "openmla/tree_mask.h"
 
 namespace openmla::testing {
 namespace {
@@ -36,14 +37,17 @@ std::string SpecCase::describe() const {
   return os.str();
 }
 
-std::vector<int64_t> tree_rows(const std::vector<int>& parents) {
-  std::vector<int64_t> rows(parents.size(), 0);
-  for (size_t i = 0; i < parents.size(); ++i) {
-    uint64_t bits = uint64_t{1} << i;
-    if (parents[i] >= 0) bits |= static_cast<uint64_t>(rows[parents[i]]);
-    rows[i] = static_cast<int64_t>(bits);
-  }
-  return rows;
+DecodeCase spec_base_case(int q_len, int h_q, std::vector<int> seqlens, KVFormat format, uint64_t seed, DType q_dtype) {
+  DecodeCase c;
+  c.q_len = q_len;
+  c.num_heads = h_q;
+  c.seqlens = std::move(seqlens);
+  c.batch_size = static_cast<int>(c.seqlens.size());
+  c.kv_format = format;
+  c.q_dtype = q_dtype;
+  c.kv_fp8_scale = format == KVFormat::kFP8E4M3 ? 0.05f : 1.0f;
+  c.seed = seed;
+  return c;
 }
 
 std::vector<int> random_parents(int n, uint64_t seed) {
@@ -92,7 +96,9 @@ SpecData make_spec_data(const SpecCase& c) {
       }
       const std::vector<int> parents =
           c.parents.empty() ? random_parents(s_q, rng()) : c.parents.at(std::min<size_t>(index, c.parents.size() - 1));
-      return tree_rows(parents);
+      std::vector<int64_t> rows(parents.size());
+      tree_mask_from_parents(parents.data(), static_cast<int>(parents.size()), rows.data());
+      return rows;
     };
     if (c.tree == TreeMask::kShared) {
       d.mask = rows_for(0);

@@ -46,8 +46,10 @@ struct SpecData {
 
 SpecData make_spec_data(const SpecCase& c);
 
-// Mask rows of a tree: row i = bit i and the bits of its ancestors (parents[i] < i, -1 = root).
-std::vector<int64_t> tree_rows(const std::vector<int>& parents);
+// A DecodeCase for spec data: b = seqlens.size() requests of up to q_len tokens, h_q heads, the cache format (per-tensor
+// e4m3 with a scale far from 1), the query type.
+DecodeCase spec_base_case(int q_len, int h_q, std::vector<int> seqlens, KVFormat format, uint64_t seed,
+                          DType q_dtype = DType::kBFloat16);
 // A random tree of n tokens: each token's parent drawn from the earlier ones or the prefix (-1).
 std::vector<int> random_parents(int n, uint64_t seed);
 

@@ -21,15 +21,8 @@ using testing::ReferenceResult;
 using testing::SpecCase;
 using testing::SpecData;
 
-DecodeCase base_case(int q_len, int h_q, std::vector<int> seqlens, uint64_t seed, KVFormat format = KVFormat::kBF16) {
-  DecodeCase c;
-  c.q_len = q_len;
-  c.num_heads = h_q;
-  c.seqlens = std::move(seqlens);
-  c.batch_size = static_cast<int>(c.seqlens.size());
-  c.kv_format = format;
-  c.seed = seed;
-  return c;
+DecodeCase base_case(int q_len, int h_q, std::vector<int> seqlens, uint64_t seed) {
+  return testing::spec_base_case(q_len, h_q, std::move(seqlens), KVFormat::kBF16, seed);
 }
 
 // Request r's result as a uniform decode of one request: views into the spec data's buffers.

@@ -111,16 +111,7 @@ void expect_planned_and_split(const SpecCase& c) {
 }
 
 DecodeCase base(int q_len, int h_q, std::vector<int> seqlens, KVFormat format, DType q_dtype = DType::kBFloat16) {
-  DecodeCase c;
-  c.q_len = q_len;
-  c.num_heads = h_q;
-  c.seqlens = std::move(seqlens);
-  c.batch_size = static_cast<int>(c.seqlens.size());
-  c.kv_format = format;
-  c.q_dtype = q_dtype;
-  c.kv_fp8_scale = format == KVFormat::kFP8E4M3 ? 0.05f : 1.0f;
-  c.seed = fresh_seed();
-  return c;
+  return spec_base_case(q_len, h_q, std::move(seqlens), format, fresh_seed(), q_dtype);
 }
 
 constexpr KVFormat kFormats[] = {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8E4M3, KVFormat::kFP8DsMla};
