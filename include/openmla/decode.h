@@ -56,8 +56,15 @@ struct DecodeShape {
   int batch_size = 0;                   // b >= 1
   int q_len = 1;                        // uniform: s_q; ragged: the most query tokens of a request. [1, 128]
   int num_heads = 0;                    // h_q in [1, 128] (the sm90 kernels take 8, 16, 32, 64, 128)
-  DType q_dtype = DType::kBFloat16;     // bf16 or fp16; out has the same dtype
+  DType q_dtype = DType::kBFloat16;     // bf16 or fp16: out has the same dtype. e4m3 (per-tensor FP8 queries,
+                                        // kv_format kFP8E4M3, device_scales): out is bf16
   KVFormat kv_format = KVFormat::kBF16;
+  // Per-tensor FP8 (kFP8E4M3) with its scales in device memory: KVCache::device_scale, and DecodeArgs::q_scale for
+  // an e4m3 query, read on the device (CUDA graphs capture the tensors; replays see their current values), as
+  // engines hold their per-layer k_scale / descale_q. run() then first writes the query times its scales into
+  // the workspace (one small kernel), so the decode kernels see a 16-bit query and apply the cache scale to the
+  // output. Ragged queries then need total_q <= b * q_len.
+  bool device_scales = false;
   bool causal = true;                   // ignored (no effect) when q_len == 1 or with a tree mask
   QueryLayout query_layout = QueryLayout::kUniform;
   TreeMask tree_mask = TreeMask::kNone;
@@ -106,6 +113,7 @@ struct DecodeArgs {
                              // [b, h_q, s_q] layout = this view with strides (h_q*s_q, 1, s_q).
   TensorView q_indptr;       // kRagged only: [b + 1] int32, contiguous; else undefined
   TensorView mask;           // with a TreeMask only: int64 rows (TreeMask), contiguous; else undefined
+  TensorView q_scale;        // e4m3 query only: float32, one element, on the device: value = e4m3 * q_scale[0]
 };
 
 class DecodePlan;

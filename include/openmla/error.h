@@ -47,6 +47,9 @@ enum DeviceErrorBits : unsigned {
                                              // monotone may also let two requests' rows overlap. Likewise
                                              // move_kv's row_indptr (past m, or a group of more than
                                              // kMaxMoveRowsPerGroup rows: the group moves nothing)
+  kDeviceErrorScale = 1u << 7,               // a device-held FP8 scale (KVCache::device_scale, DecodeArgs::q_scale)
+                                             // that is not finite and > 0: decode outputs NaN, write_kv writes
+                                             // nothing
 };
 
 // "negative_seqlen|page_id_out_of_range" style text for a device error word.

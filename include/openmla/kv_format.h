@@ -49,6 +49,12 @@ struct KVCache {
   TensorView data;
   KVFormat format = KVFormat::kBF16;  // decode: must be the plan's DecodeShape::kv_format (checked)
   float scale = 1.0f;  // kFP8E4M3 only: value = float(e4m3) * scale. Ignored otherwise.
+  // kFP8E4M3 only, optional: the scale held on the device, a float32 tensor of one element on the cache's
+  // device (an engine's per-layer k_scale / descale_k). Read by the kernels, so a CUDA graph captures the
+  // tensor and each replay sees its current value; `scale` is then ignored. Decode plans for it with
+  // DecodeShape::device_scales. A value that is not finite and > 0 is flagged on the device
+  // (kDeviceErrorScale) and its outputs are NaN.
+  TensorView device_scale;
 };
 
 }  // namespace openmla

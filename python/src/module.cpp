@@ -139,6 +139,7 @@ void register_tensors(nb::module_& m) {
   m.attr("DEVICE_ERROR_SLOT_OUT_OF_RANGE") = static_cast<unsigned>(kDeviceErrorSlotOutOfRange);
   m.attr("DEVICE_ERROR_PLAN_MISMATCH") = static_cast<unsigned>(kDeviceErrorPlanMismatch);
   m.attr("DEVICE_ERROR_QUERY_OFFSETS") = static_cast<unsigned>(kDeviceErrorQueryOffsets);
+  m.attr("DEVICE_ERROR_SCALE") = static_cast<unsigned>(kDeviceErrorScale);
   m.def("describe_device_errors", &describe_device_errors, "word"_a,
         "A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).");
 }

@@ -15,6 +15,7 @@
 #include "kernels/common/combine.h"
 #include "kernels/common/device_facts.h"
 #include "kernels/common/plan_kernel.h"
+#include "kernels/common/scaled_query_launch.h"
 #include "kernels/common/workspace.h"
 #include "kernels/portable/decode/launch.h"
 #include "openmla/testing.h"
@@ -63,6 +64,19 @@ Backend resolve_backend(Backend requested, const DecodeShape& shape, const kerne
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
+// The shape as the decode kernels see it: an e4m3 query reaches them as the bf16 scaled query (scaled_query.cu).
+DecodeShape kernel_shape(const DecodeShape& shape) {
+  DecodeShape k = shape;
+  if (k.q_dtype == DType::kFloat8E4M3) k.q_dtype = DType::kBFloat16;
+  return k;
+}
+
+// Elements of the scaled query (device-held scales): every query row a plan can be given, b * q_len tokens.
+size_t scaled_query_elems(const DecodeShape& shape) {
+  if (!shape.device_scales) return 0;
+  return static_cast<size_t>(shape.batch_size) * shape.q_len * shape.num_heads * kHeadDimQK;
+}
+
 void validate_overrides(const testing::DecodeOverrides& o) {
   if (o.backend != Backend::kAuto && o.backend != Backend::kPortable && o.backend != Backend::kSm90)
     detail::fail_arg("overrides.backend", "kAuto, kPortable or kSm90", static_cast<int>(o.backend));
@@ -85,6 +99,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
                        const testing::DecodeOverrides& overrides, int device)
     : shape_(shape) {
   detail::validate_decode_shape(shape);
+  const DecodeShape kshape = kernel_shape(shape);
   // A 16-bit cache is read in the query's type; FP8 caches are dequantized to it.
   if (kv_format_is_16bit(shape.kv_format) && (shape.kv_format == KVFormat::kBF16) != is_bf16(shape.q_dtype)) {
     detail::fail_arg("shape.q_dtype", std::string("the KV cache's type (") + kv_format_name(shape.kv_format) + ")",
@@ -97,6 +112,9 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
     detail::fail_arg("options.fp8_math", std::string("kOff for a ") + kv_format_name(shape.kv_format) +
                                              " cache (FP8 math reads per-tensor fp8_e4m3 caches only)",
                      fp8_math_name(options.fp8_math));
+  if (options.fp8_math != Fp8Math::kOff && shape.device_scales)
+    detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(options.fp8_math),
+                 " takes host-held scales (KVCache::scale); with shape.device_scales use kOff");
   validate_overrides(overrides);
   fp8_math_ = options.fp8_math;
 
@@ -122,7 +140,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   facts.cc_minor = prop.minor;
   facts.name = prop.name;
 
-  backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, shape, facts);
+  backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, kshape, facts);
   if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)
     detail::fail(Status::kUnsupported, "options.fp8_math: ", fp8_math_name(fp8_math_),
                  " runs on the sm90 backend only; the resolved backend is ", backend_name(backend_), " (", prop.name,
@@ -138,13 +156,13 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   detail::DeviceScope scope(device);
   if (backend_ == Backend::kSm90) {
 #if defined(OPENMLA_HAS_SM90)
-    launch->sm90 = kernels::sm90::choose_launch(shape, options, facts, overrides);
+    launch->sm90 = kernels::sm90::choose_launch(kshape, options, facts, overrides);
     OPENMLA_CUDA_CHECK(kernels::sm90::prepare_decode(launch->sm90));
     rows_per_cta = launch->sm90.schedule.rows_per_cta;
     ctas_per_sm = launch->sm90.schedule.ctas_per_sm;
 #endif
   } else {
-    launch->portable = kernels::portable::choose_launch(shape, facts, overrides);
+    launch->portable = kernels::portable::choose_launch(kshape, facts, overrides);
     OPENMLA_CUDA_CHECK(kernels::portable::prepare_decode(launch->portable, &ctas_per_sm));
     if (ctas_per_sm < 1)
       detail::fail(Status::kUnsupported, "device: the portable decode kernel (",
@@ -153,7 +171,8 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   }
   const int m_tiles = (rows + rows_per_cta - 1) / rows_per_cta;
   num_parts_ = options.num_parts > 0 ? options.num_parts : kernels::choose_num_parts(facts.sm_count, ctas_per_sm, m_tiles);
-  workspace_bytes_ = kernels::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_).bytes;
+  workspace_bytes_ =
+      kernels::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_, scaled_query_elems(shape)).bytes;
   launch_ = std::move(launch);
 }
 
@@ -161,7 +180,8 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
                       cudaStream_t stream) const {
   detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
-  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows_, num_parts_);
+  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows_, num_parts_,
+                                                 scaled_query_elems(shape_));
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
                                           num_parts_, launch_->split(), static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
@@ -171,7 +191,8 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   detail::validate_decode_args(args, shape_, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const int rows = rows_;
-  const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_);
+  const auto ws =
+      kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_, scaled_query_elems(shape_));
 
   kernels::DecodeParams p{};
   p.batch = shape_.batch_size;
@@ -182,7 +203,10 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.causal = shape_.causal && shape_.q_len > 1;
   // Per-tensor FP8: the kernel works on the raw e4m3 values; the cache scale multiplies every
   // score (folded into the softmax scale) and every output (out_scale). Exact for any scale.
-  const double kv_scale = shape_.kv_format == KVFormat::kFP8E4M3 ? static_cast<double>(args.kv.scale) : 1.0;
+  // A device-held scale instead goes into the scaled query and, on the device, into the output (out_descale).
+  const double kv_scale = shape_.kv_format == KVFormat::kFP8E4M3 && !shape_.device_scales
+                              ? static_cast<double>(args.kv.scale)
+                              : 1.0;
   p.softmax_scale = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale);
   p.scale_log2 = static_cast<float>(static_cast<double>(args.softmax_scale) * kv_scale * 1.4426950408889634);
   p.out_scale = static_cast<float>(kv_scale);
@@ -220,6 +244,33 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.o_partial_scale = ws.o_partial_scale;
   p.lse_partial = ws.lse_partial;
   p.error_word = ws.error_word;
+  p.out_descale = nullptr;
+  if (shape_.device_scales) {
+    // The decode kernels read the scaled query: dense [tokens, h_q, 576] in the kernel's 16-bit type.
+    kernels::ScaledQueryParams sq{};
+    sq.q = args.q.data;
+    sq.input = args.q.dtype == DType::kFloat8E4M3 ? kernels::ScaledQueryInput::kE4M3
+               : is_bf16(args.q.dtype)            ? kernels::ScaledQueryInput::kBFloat16
+                                                  : kernels::ScaledQueryInput::kFloat16;
+    sq.out_bf16 = args.q.dtype != DType::kFloat16;
+    sq.num_tokens = ragged ? args.q.shape[0] : static_cast<int64_t>(shape_.batch_size) * shape_.q_len;
+    sq.tokens_per_request = ragged ? 1 : shape_.q_len;
+    sq.heads = shape_.num_heads;
+    sq.stride_request = args.q.strides[0];
+    sq.stride_token = args.q.strides[token_dim];
+    sq.stride_head = args.q.strides[token_dim + 1];
+    sq.q_scale = args.q_scale.defined() ? static_cast<const float*>(args.q_scale.data) : nullptr;
+    sq.kv_scale = static_cast<const float*>(args.kv.device_scale.data);
+    sq.out = ws.scaled_query;
+    sq.error_word = ws.error_word;
+    kernels::launch_scaled_query(sq, stream);
+    const int64_t row = static_cast<int64_t>(shape_.num_heads) * kHeadDimQK;
+    p.q = ws.scaled_query;
+    p.q_stride_b = ragged ? row : row * shape_.q_len;
+    p.q_stride_s = row;
+    p.q_stride_h = kHeadDimQK;
+    p.out_descale = sq.kv_scale;
+  }
 
   // The partial rows' format: the stored configuration's, for this call's block-table width. Both the decode
   // kernel and the combine read it from p.
@@ -233,7 +284,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
     OPENMLA_CUDA_CHECK(kernels::portable::launch_decode(p, launch_->portable, programmatic_launch_, stream));
   }
   if (kernels::max_partials(shape_.batch_size, num_parts_) > 0) {
-    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, is_bf16(shape_.q_dtype), programmatic_launch_, stream));
+    OPENMLA_CUDA_CHECK(kernels::launch_combine(p, is_bf16(kernel_shape(shape_).q_dtype), programmatic_launch_, stream));
   }
 }
 

@@ -30,6 +30,7 @@ std::string describe_device_errors(unsigned word) {
       {kDeviceErrorSlotOutOfRange, "slot_out_of_range"},
       {kDeviceErrorPlanMismatch, "plan_mismatch"},
       {kDeviceErrorQueryOffsets, "query_offsets"},
+      {kDeviceErrorScale, "scale"},
   };
   std::string text;
   unsigned known = 0;

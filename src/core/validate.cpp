@@ -128,6 +128,16 @@ void check_no_overlap(const TensorView& t, const char* name) {
   }
 }
 
+// A device-held scale: float32, one element (any shape of one element, e.g. [1] or [1, 1]). Its value is data,
+// checked where it is read (kDeviceErrorScale).
+void check_scale_tensor(const TensorView& t, const char* name, DeviceType device, int device_id) {
+  check_defined(t, name, "[1]");
+  check_device(t, name, device, device_id);
+  check_dtype(t, name, DType::kFloat32);
+  if (t.numel() != 1) fail_arg(name, "one element (shape [1])", t.shape_str());
+  check_data(t, name);
+}
+
 bool is_valid_format(KVFormat f) { return static_cast<unsigned>(f) <= static_cast<unsigned>(KVFormat::kFP8DsMla); }
 
 void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType device, int device_id) {
@@ -196,8 +206,16 @@ void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType d
   if (address % kRowAlignBytes != 0)
     fail_arg(data_name, concat("a ", kRowAlignBytes, "-byte aligned data pointer"),
              concat("address ", t.data, " (address % ", kRowAlignBytes, " = ", address % kRowAlignBytes, ")"));
-  if (kv.format == KVFormat::kFP8E4M3 && !(std::isfinite(kv.scale) && kv.scale > 0.0f))
+  if (kv.device_scale.defined()) {
+    const std::string scale_name = concat(prefix, ".device_scale");
+    if (kv.format != KVFormat::kFP8E4M3)
+      fail_arg(scale_name.c_str(), concat("an undefined view for kv format ", kv_format_name(kv.format),
+                                          " (device-held scales are for per-tensor fp8_e4m3)"),
+               concat("a tensor of shape ", kv.device_scale.shape_str()));
+    check_scale_tensor(kv.device_scale, scale_name.c_str(), device, device_id);
+  } else if (kv.format == KVFormat::kFP8E4M3 && !(std::isfinite(kv.scale) && kv.scale > 0.0f)) {
     fail_arg(concat(prefix, ".scale").c_str(), "a finite value > 0 for kv format fp8_e4m3", float_str(kv.scale));
+  }
 }
 
 bool is_half_type(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
@@ -211,11 +229,22 @@ void validate_decode_shape(const DecodeShape& shape) {
   // Any count: the kernels' row layout pads it to a power of two >= 8 (kernels/common/schedule.h, row_layout_heads).
   const int h = shape.num_heads;
   if (h < 1 || h > 128) fail_arg("shape.num_heads", "a value in [1, 128]", h);
-  if (!is_half_type(shape.q_dtype))
-    fail_arg("shape.q_dtype", "bfloat16 or float16", dtype_name(shape.q_dtype));
   if (!is_valid_format(shape.kv_format))
     fail_arg("shape.kv_format", "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
              concat("KVFormat(", static_cast<int>(shape.kv_format), ")"));
+  if (shape.device_scales && shape.kv_format != KVFormat::kFP8E4M3)
+    fail_arg("shape.device_scales", concat("false for kv format ", kv_format_name(shape.kv_format),
+                                           " (device-held scales are for per-tensor fp8_e4m3)"),
+             "true");
+  if (shape.q_dtype == DType::kFloat8E4M3) {
+    if (shape.kv_format != KVFormat::kFP8E4M3 || !shape.device_scales)
+      fail_arg("shape.q_dtype", "bfloat16 or float16 (float8_e4m3 queries need kv format fp8_e4m3 and device_scales)",
+               concat("float8_e4m3 with kv format ", kv_format_name(shape.kv_format), " and device_scales ",
+                      shape.device_scales ? "true" : "false"));
+  } else if (!is_half_type(shape.q_dtype)) {
+    fail_arg("shape.q_dtype", "bfloat16 or float16 (or float8_e4m3 with kv format fp8_e4m3)",
+             dtype_name(shape.q_dtype));
+  }
   if (shape.query_layout != QueryLayout::kUniform && shape.query_layout != QueryLayout::kRagged)
     fail_arg("shape.query_layout", "kUniform or kRagged", concat("QueryLayout(", static_cast<int>(shape.query_layout), ")"));
   switch (shape.tree_mask) {
@@ -285,6 +314,15 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   check_last_stride_one(q, "q");
   check_non_negative_strides(q, "q");
   check_row_alignment(q, "q");
+  if (shape.device_scales && ragged && total_q > b * s_q)
+    fail_arg("q", concat("total_q <= b * q_len = ", b * s_q, " with device_scales (the scaled query's workspace)"),
+             concat("total_q ", total_q));
+  if (shape.q_dtype == DType::kFloat8E4M3) {
+    check_scale_tensor(args.q_scale, "q_scale", expected_device, device_id);
+  } else if (args.q_scale.defined()) {
+    fail_arg("q_scale", concat("an undefined view for a ", dtype_name(shape.q_dtype), " query"),
+             concat("a tensor of shape ", args.q_scale.shape_str()));
+  }
 
   const TensorView& indptr = args.q_indptr;
   if (ragged) {
@@ -325,6 +363,12 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   if (args.kv.format != shape.kv_format)
     fail_arg("kv.format", concat(kv_format_name(shape.kv_format), " (the planned shape.kv_format)"),
              kv_format_name(args.kv.format));
+  if (shape.device_scales != args.kv.device_scale.defined())
+    fail_arg("kv.device_scale",
+             shape.device_scales ? "a float32 tensor of one element (the plan has device_scales)"
+                                 : "an undefined view (the plan has no device_scales; plan with them to use one)",
+             args.kv.device_scale.defined() ? concat("a tensor of shape ", args.kv.device_scale.shape_str())
+                                            : std::string("an undefined view"));
 
   const TensorView& table = args.block_table;
   check_defined(table, "block_table", "[b, max_pages]");
@@ -345,8 +389,11 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   check_defined(out, "out", out_dims);
   check_device(out, "out", expected_device, device_id);
   if (outputs == DecodeOutputs::kDevice) {
-    if (out.dtype != shape.q_dtype)
+    if (shape.q_dtype == DType::kFloat8E4M3) {
+      check_dtype(out, "out", DType::kBFloat16);  // FlashMLA's FP8 decode writes bf16 too
+    } else if (out.dtype != shape.q_dtype) {
       fail_arg("out", concat("dtype ", dtype_name(shape.q_dtype), " (the dtype of q)"), dtype_name(out.dtype));
+    }
   } else if (!is_half_type(out.dtype) && out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) {
     fail_arg("out", "dtype float64, float32, bfloat16 or float16", dtype_name(out.dtype));
   }

@@ -33,6 +33,18 @@ double load_half(const TensorView& t, int64_t offset) {
   return t.dtype == DType::kBFloat16 ? fp8::bf16_to_float(bits) : fp8::fp16_to_float(bits);
 }
 
+// A query element: 16-bit, or e4m3 times the query's scale (exact in float64).
+double load_query(const TensorView& q, int64_t offset, double q_scale) {
+  if (q.dtype == DType::kFloat8E4M3) return fp8::e4m3_to_float(static_cast<const uint8_t*>(q.data)[offset]) * q_scale;
+  return load_half(q, offset);
+}
+
+// The value of a device-held scale tensor (host memory in the reference); 1 when undefined.
+double scale_value(const TensorView& t) {
+  return t.defined() ? static_cast<double>(*static_cast<const float*>(t.data)) : 1.0;
+}
+bool valid_scale(double s) { return std::isfinite(s) && s > 0.0; }
+
 void store_value(const TensorView& t, int64_t offset, double v) {
   switch (t.dtype) {
     case DType::kFloat64: static_cast<double*>(t.data)[offset] = v; break;
@@ -195,7 +207,8 @@ void read_kv_token(const KVCache& cache, int64_t page, int offset, float* out576
       break;
     }
     case KVFormat::kFP8E4M3: {
-      for (int j = 0; j < kHeadDimQK; ++j) out576[j] = fp8::e4m3_to_float(token[j]) * cache.scale;
+      const float scale = cache.device_scale.defined() ? *static_cast<const float*>(cache.device_scale.data) : cache.scale;
+      for (int j = 0; j < kHeadDimQK; ++j) out576[j] = fp8::e4m3_to_float(token[j]) * scale;
       break;
     }
     case KVFormat::kFP8DsMla: {
@@ -251,7 +264,14 @@ struct RequestQueries {
 class ReferenceDecoder {
  public:
   ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math)
-      : args_(args), shape_(shape), math_(math), kernels_(select_page_kernels()) {}
+      : args_(args), shape_(shape), math_(math), kernels_(select_page_kernels()), q_scale_(scale_value(args.q_scale)) {}
+
+  // Device-held scales that are not finite and > 0 (kDeviceErrorScale): every request that sees a key gets NaN.
+  bool bad_scales() const {
+    return (args_.q_scale.defined() && !valid_scale(q_scale_)) ||
+           (args_.kv.device_scale.defined() && !valid_scale(scale_value(args_.kv.device_scale)));
+  }
+  int64_t request_length(int r) const { return seqlen(r); }
 
   bool ragged() const { return shape_.query_layout == QueryLayout::kRagged; }
 
@@ -316,7 +336,7 @@ class ReferenceDecoder {
     for (int k = 0; k < rows; ++k) {
       const int row = task.row_begin + k, i = row / h_q, h = row % h_q;
       const int64_t q_base = token_offset(q, rq, i, h);
-      for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_half(q, q_base + c * q_last);
+      for (int c = 0; c < kHeadDimQK; ++c) w.q_rows[k * kHeadDimQK + c] = load_query(q, q_base + c * q_last, q_scale_);
       if (math_ == Fp8Math::kQkAndPv) quantize_query_row(&w.q_rows[k * kHeadDimQK]);
       // Query token i sits at KV position len - n + i. Causal: it sees positions <= its own. Tree: the prefix
       // [0, len - n) and the draft tokens its mask row names. Neither: all len positions.
@@ -445,6 +465,7 @@ class ReferenceDecoder {
   const DecodeShape& shape_;
   Fp8Math math_;
   PageKernels kernels_;
+  double q_scale_;  // e4m3 queries: value = code * q_scale_
 };
 
 // Worker threads for the reference: OPENMLA_REFERENCE_THREADS if set, else the hardware's count.
@@ -474,6 +495,11 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) 
     const int rows = rq.count * shape.num_heads;
     if (const unsigned bad = decoder.guard(r, rq)) {  // device guard: NaN rows, an error bit, no exception
       errors |= bad;
+      for (int row = 0; row < rows; ++row) decoder.write_row(rq, row, nullptr, kNaN);
+      continue;
+    }
+    if (decoder.bad_scales() && decoder.request_length(r) > 0) {
+      errors |= kDeviceErrorScale;
       for (int row = 0; row < rows; ++row) decoder.write_row(rq, row, nullptr, kNaN);
       continue;
     }

@@ -7,6 +7,7 @@
 
 #include "kernels/arch/sync.cuh"
 #include "kernels/common/decode_params.h"
+#include "kernels/common/kv_kind.h"
 #include "kernels/common/page_table.cuh"
 #include "openmla/error.h"
 
@@ -23,6 +24,14 @@ __device__ __forceinline__ int64_t out_offset(const DecodeParams& p, int req, in
 }
 __device__ __forceinline__ int64_t lse_offset(const DecodeParams& p, int req, int qi, int head) {
   return req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h;
+}
+
+// The factor on every output of a call: out_scale, times the device-held cache scale where the call has one (only
+// e4m3 caches can; the other instantiations never read the pointer).
+template <int kKind>
+__device__ __forceinline__ float output_scale(const DecodeParams& p) {
+  if constexpr (kKind == kKvE4M3) return p.out_descale != nullptr ? p.out_scale * *p.out_descale : p.out_scale;
+  return p.out_scale;
 }
 
 // A row's LSE (natural log) from its scaled running max and its sum of weights l: -inf when no key

@@ -18,7 +18,8 @@ int max_partials(int batch_size, int num_parts) noexcept {
   return std::min(batch_size + num_parts - 1, 2 * (num_parts - 1));
 }
 
-DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts) {
+DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts,
+                                       size_t scaled_query_elems) {
   // Counting mode (base == nullptr) and carving share this code, so size and layout cannot differ.
   DecodeWorkspace ws;
   size_t offset = 0;
@@ -35,6 +36,7 @@ DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int
   ws.o_partial = take(sizeof(float) * slots * static_cast<size_t>(rows) * 512);  // room for either format
   ws.o_partial_scale = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * kPartialBlocks));
   ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));
+  ws.scaled_query = take(sizeof(uint16_t) * scaled_query_elems);
   ws.bytes = align_up(offset, 256);
   return ws;
 }

@@ -385,7 +385,8 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
     const bool poison = errors != 0;
     // A row's factor on O: out_scale / l in the query's units (f), NaN for a poisoned segment, 0 for a row
     // that saw no key.
-    auto row_factor = [&](int i) { return poison ? NAN : (l[i] > 0.f ? p.out_scale * f[i] / l[i] : 0.f); };
+    const float out_scale = output_scale<kKind>(p);
+    auto row_factor = [&](int i) { return poison ? NAN : (l[i] > 0.f ? out_scale * f[i] / l[i] : 0.f); };
     if constexpr (kKind == kKv16Bit) {
       float inv[kN];
 #pragma unroll

@@ -773,7 +773,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const auto prefetch_next_q = [&] {
       if (tid == 0 && req < part.end_req) issue_q_load(p, maps, sm, req + 1, m_tile);
     };
-    write_segment_rows<T, kBarConsumers, kFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o,
+    write_segment_rows<T, kKind, kBarConsumers, kFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o,
                                                         rs.l0, rs.l1, rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f,
                                                         sm.row_sum, bad_page, prefetch_next_q);
   }
