@@ -59,15 +59,14 @@ struct DecodeShape {
   DType q_dtype = DType::kBFloat16;     // bf16 or fp16: out has the same dtype. e4m3 (per-tensor FP8 queries,
                                         // kv_format kFP8E4M3, device_scales): out is bf16
   KVFormat kv_format = KVFormat::kBF16;
-  // Per-tensor FP8 (kFP8E4M3) with its scales in device memory: KVCache::device_scale, and DecodeArgs::q_scale for
-  // an e4m3 query, read on the device (CUDA graphs capture the tensors; replays see their current values), as
-  // engines hold their per-layer k_scale / descale_q. run() then first writes the query times its scales into
-  // the workspace (one small kernel), so the decode kernels see a 16-bit query and apply the cache scale to the
-  // output. Ragged queries then need total_q <= b * q_len.
-  bool device_scales = false;
   bool causal = true;                   // ignored (no effect) when q_len == 1 or with a tree mask
   QueryLayout query_layout = QueryLayout::kUniform;
   TreeMask tree_mask = TreeMask::kNone;
+  // Per-tensor FP8 (kFP8E4M3) with its scales in device memory: KVCache::device_scale, and DecodeArgs::q_scale for
+  // an e4m3 query, read by the kernels (CUDA graphs capture the tensors; replays see their current values), as
+  // engines hold their per-layer k_scale / descale_q. An e4m3 query is first widened to bf16 in the workspace (one
+  // small kernel; exact), and ragged e4m3 queries then need total_q <= b * q_len.
+  bool device_scales = false;
 };
 
 enum class Backend : uint8_t {

@@ -120,6 +120,11 @@ def as_tree_mask(value: Any) -> TreeMask:
         f"tree_mask: expected 'none', 'shared', 'per_request', 'packed' or an openmla.TreeMask, got {value!r}")
 
 
+def is_tensor_scale(value: Any) -> bool:
+    """Whether a scale argument is a tensor (a device-held scale, never read on the host) rather than a number."""
+    return not isinstance(value, (int, float)) and (hasattr(value, "__dlpack__") or hasattr(value, "__array__"))
+
+
 def as_float(value: Any, name: str) -> float:
     """float(value), or TypeError naming the argument."""
     try:

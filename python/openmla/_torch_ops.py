@@ -11,18 +11,22 @@ does not need.
 
     torch.ops.openmla.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal,
                              kv_format, kv_scale, backend, num_parts,
-                             q_indptr=None, mask=None, tree_mask=None, q_len=0) -> (out, lse)
+                             q_indptr=None, mask=None, tree_mask=None, q_len=0,
+                             kv_device_scale=None, q_scale=None) -> (out, lse)
     torch.ops.openmla.decode_out(..., num_parts, out, lse, q_indptr=None, ...)   # writes out and lse
     torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace)
     torch.ops.openmla.move_kv(caches, src_slots, dst_slots, row_indptr, kv_format, workspace)  # caches: a list
     torch.ops.openmla.decoder_plan(decoder_id, cache_seqlens, workspace)
     torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
-                                  softmax_scale, out, lse, workspace, kv_scale, q_indptr=None, mask=None)
+                                  softmax_scale, out, lse, workspace, kv_scale, q_indptr=None, mask=None,
+                                  kv_device_scale=None, q_scale=None)
     torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
-                                             softmax_scale, causal, is_fp8_kvcache) -> (out, lse)
+                                             softmax_scale, causal, is_fp8_kvcache,
+                                             descale_q=None, descale_k=None) -> (out, lse)
 
 kv_format, backend and tree_mask travel by name (None: inferred from the cache / the mask); q_len 0 =
-None (decode's ragged default); with q_indptr the outputs are [total_q, h_q, ...]. decoder_id names an
+None (decode's ragged default); with q_indptr the outputs are [total_q, h_q, ...]; kv_device_scale: a
+device-held fp8_e4m3 cache scale (it replaces kv_scale), q_scale: a float8_e4m3fn query's. decoder_id names an
 openmla.Decoder (its _id). Registered once, when OpenMLA first sees torch imported; a torch
 without torch.library.custom_op (older than 2.4) gets none.
 """
@@ -54,29 +58,34 @@ def register() -> None:
     def decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
                softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
                num_parts: int, q_indptr: Optional[torch.Tensor] = None, mask: Optional[torch.Tensor] = None,
-               tree_mask: Optional[str] = None, q_len: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+               tree_mask: Optional[str] = None, q_len: int = 0, kv_device_scale: Optional[torch.Tensor] = None,
+               q_scale: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         return api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
-                          kv_scale=kv_scale, backend=backend, num_parts=num_parts, q_indptr=q_indptr, mask=mask,
-                          tree_mask=tree_mask, q_len=q_len or None)
+                          kv_scale=kv_scale if kv_device_scale is None else kv_device_scale, backend=backend,
+                          num_parts=num_parts, q_indptr=q_indptr, mask=mask, tree_mask=tree_mask, q_len=q_len or None,
+                          q_scale=q_scale)
 
     @decode.register_fake
     def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts,
-          q_indptr=None, mask=None, tree_mask=None, q_len=0):
+          q_indptr=None, mask=None, tree_mask=None, q_len=0, kv_device_scale=None, q_scale=None):
         dims = (q.shape[0], q.shape[1]) if q_indptr is not None else (q.shape[0], q.shape[1], q.shape[2])
-        return q.new_empty((*dims, HEAD_DIM_V)), q.new_empty(dims, dtype=torch.float32)
+        out_dtype = torch.bfloat16 if q.element_size() == 1 else q.dtype
+        return q.new_empty((*dims, HEAD_DIM_V), dtype=out_dtype), q.new_empty(dims, dtype=torch.float32)
 
     @custom_op("openmla::decode_out", mutates_args=("out", "lse"))
     def decode_out(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, cache_seqlens: torch.Tensor,
                    softmax_scale: float, causal: bool, kv_format: Optional[str], kv_scale: float, backend: str,
                    num_parts: int, out: torch.Tensor, lse: torch.Tensor, q_indptr: Optional[torch.Tensor] = None,
-                   mask: Optional[torch.Tensor] = None, tree_mask: Optional[str] = None, q_len: int = 0) -> None:
+                   mask: Optional[torch.Tensor] = None, tree_mask: Optional[str] = None, q_len: int = 0,
+                   kv_device_scale: Optional[torch.Tensor] = None, q_scale: Optional[torch.Tensor] = None) -> None:
         api.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal=causal, kv_format=kv_format,
-                   kv_scale=kv_scale, out=out, lse=lse, backend=backend, num_parts=num_parts, q_indptr=q_indptr,
-                   mask=mask, tree_mask=tree_mask, q_len=q_len or None)
+                   kv_scale=kv_scale if kv_device_scale is None else kv_device_scale, out=out, lse=lse,
+                   backend=backend, num_parts=num_parts, q_indptr=q_indptr, mask=mask, tree_mask=tree_mask,
+                   q_len=q_len or None, q_scale=q_scale)
 
     @decode_out.register_fake
     def _(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, backend, num_parts,
-          out, lse, q_indptr=None, mask=None, tree_mask=None, q_len=0):
+          out, lse, q_indptr=None, mask=None, tree_mask=None, q_len=0, kv_device_scale=None, q_scale=None):
         return None
 
     @custom_op("openmla::write_kv", mutates_args=("kv_cache", "workspace"))
@@ -109,30 +118,35 @@ def register() -> None:
     def decoder_run(decoder_id: int, q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
                     cache_seqlens: torch.Tensor, softmax_scale: float, out: torch.Tensor, lse: torch.Tensor,
                     workspace: torch.Tensor, kv_scale: float, q_indptr: Optional[torch.Tensor] = None,
-                    mask: Optional[torch.Tensor] = None) -> None:
+                    mask: Optional[torch.Tensor] = None, kv_device_scale: Optional[torch.Tensor] = None,
+                    q_scale: Optional[torch.Tensor] = None) -> None:
         _decoder(decoder_id).run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out=out, lse=lse,
-                                 kv_scale=kv_scale, q_indptr=q_indptr, mask=mask)
+                                 kv_scale=kv_scale if kv_device_scale is None else kv_device_scale, q_indptr=q_indptr,
+                                 mask=mask, q_scale=q_scale)
 
     @decoder_run.register_fake
     def _(decoder_id, q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, kv_scale,
-          q_indptr=None, mask=None):
+          q_indptr=None, mask=None, kv_device_scale=None, q_scale=None):
         return None
 
     @custom_op("openmla::flash_mla_with_kvcache", mutates_args=())
     def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor,
                                cache_seqlens: torch.Tensor, head_dim_v: int, softmax_scale: Optional[float],
-                               causal: bool, is_fp8_kvcache: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+                               causal: bool, is_fp8_kvcache: bool, descale_q: Optional[torch.Tensor] = None,
+                               descale_k: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         # A new scheduler object per call: the schedule is written on every call (an operator
         # cannot see where a step starts).
         meta, _ = flash_mla.get_mla_metadata()
-        return flash_mla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, meta, None,
-                                                softmax_scale=softmax_scale, causal=causal,
-                                                is_fp8_kvcache=is_fp8_kvcache)
+        return flash_mla._decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, meta, softmax_scale,
+                                 causal, is_fp8_kvcache, descale_q, descale_k)
 
     @flash_mla_with_kvcache.register_fake
-    def _(q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, is_fp8_kvcache):
+    def _(q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, is_fp8_kvcache, descale_q=None,
+          descale_k=None):
         b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
-        return q.new_empty((b, s_q, h_q, HEAD_DIM_V)), q.new_empty((b, h_q, s_q), dtype=torch.float32)
+        out_dtype = torch.bfloat16 if q.element_size() == 1 else q.dtype
+        return (q.new_empty((b, s_q, h_q, HEAD_DIM_V), dtype=out_dtype),
+                q.new_empty((b, h_q, s_q), dtype=torch.float32))
 
 
 def _decoder(decoder_id: int) -> Any:

@@ -20,6 +20,7 @@ from ._frameworks import (
     as_backend,
     as_dtype,
     as_float,
+    is_tensor_scale,
     as_fp8_math,
     as_kv_format,
     as_query_layout,
@@ -61,7 +62,8 @@ def _token_dims(q: Any, shape: DecodeShape) -> Tuple[int, ...]:
 def _outputs(like: Any, shape: DecodeShape, out: Any, lse: Any) -> Tuple[Any, Any]:
     dims = _token_dims(like, shape)
     if out is None:
-        out = empty_like(like, (*dims, HEAD_DIM_V), shape.q_dtype, "out")
+        out_dtype = DType.bfloat16 if shape.q_dtype == DType.float8_e4m3fn else shape.q_dtype
+        out = empty_like(like, (*dims, HEAD_DIM_V), out_dtype, "out")
     if lse is None:
         lse = empty_like(like, dims, DType.float32, "lse")
     return out, lse
@@ -75,6 +77,27 @@ def _tree_mask_of(mask: Any, tree_mask: Any, ragged: bool) -> TreeMask:
     if ragged:
         return TreeMask.packed
     return TreeMask.per_request if len(_C.describe(mask, "mask")[1]) == 2 else TreeMask.shared
+
+
+def _device_scale(value: Any) -> Any:
+    """A device-held scale argument: a tensor (never read on the host), else TypeError naming kv_scale."""
+    if not is_tensor_scale(value):
+        raise TypeError(f"kv_scale: expected a float32 CUDA tensor of one element (device_scales), got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def _host_scale(value: Any) -> float:
+    """A host scale argument: a number. A tensor here would need a host read (a sync): TypeError."""
+    if is_tensor_scale(value):
+        raise TypeError("kv_scale: expected a float; a tensor scale is read on the device and needs device_scales=True "
+                        "(Decoder) or is passed to openmla.decode as kv_scale with a float8 cache")
+    return as_float(value, "kv_scale")
+
+
+def _out_torch_dtype(torch: Any, q: Any) -> Any:
+    """out's torch dtype for a query: q's, bfloat16 for a float8 query."""
+    return torch.bfloat16 if q.element_size() == 1 else q.dtype
 
 
 def _torch_ops() -> Any:
@@ -111,6 +134,9 @@ class Decoder:
     "shared" ([s_q]), "per_request" ([b, s_q]) or "packed" ([total_q]): the layout of run()'s mask,
     int64 rows (openmla.tree builds them); with a tree mask, causal is ignored and q_len <=
     MAX_TREE_QUERY_LEN.
+    device_scales=True (fp8_e4m3 caches): run()'s kv_scale is a float32 device tensor of one element
+    (an engine's per-layer k_scale), read on the device, so CUDA graphs capture it; q_dtype may then
+    be "float8_e4m3fn", with run()'s q_scale likewise (value = code * q_scale; out is bfloat16).
     workspace: a torch uint8 tensor is allocated unless one is passed (any contiguous DLPack CUDA
     tensor of workspace_bytes bytes, 256-byte aligned). stream: as for run().
 
@@ -135,6 +161,7 @@ class Decoder:
         fp8_math: Any = "off",
         query_layout: Any = "uniform",
         tree_mask: Any = "none",
+        device_scales: bool = False,
     ) -> None:
         self.shape: DecodeShape = DecodeShape(
             batch_size=batch_size,
@@ -145,6 +172,7 @@ class Decoder:
             causal=bool(causal),
             query_layout=as_query_layout(query_layout),
             tree_mask=as_tree_mask(tree_mask),
+            device_scales=bool(device_scales),
         )
         index = cuda_device_index(device)
         torch = torch_or_none()
@@ -204,10 +232,11 @@ class Decoder:
         softmax_scale: float,
         out: Any = None,
         lse: Any = None,
-        kv_scale: float = 1.0,
+        kv_scale: Any = 1.0,
         stream: Any = None,
         q_indptr: Any = None,
         mask: Any = None,
+        q_scale: Any = None,
     ) -> Tuple[Any, Any]:
         """One layer's attention with the schedule plan() wrote. Returns (out, lse).
 
@@ -222,37 +251,46 @@ class Decoder:
         query_layout "ragged": q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q]
         and q_indptr [b + 1] int32 (request r owns rows q_indptr[r] .. q_indptr[r+1] - 1, at most
         q_len of them). With a tree_mask: mask, int64 rows in that layout (openmla.tree).
+        device_scales: kv_scale is a float32 CUDA tensor of one element, and with a float8_e4m3fn q,
+        q_scale too (value = code * q_scale); out is then bfloat16. A scale that is not finite and
+        > 0 gives NaN rows and DeviceError.SCALE.
 
         Device-resident values (lengths, offsets, page ids) are not checked on the host: the rows of
         a request with a bad one come back NaN (or, for bad offsets, are not written) and
         device_errors() says which guard fired. Raises ValueError / TypeError for a bad shape, dtype,
         stride or device.
         """
+        kv_device_scale = None
+        if self.shape.device_scales:
+            kv_device_scale, kv_scale = _device_scale(kv_scale), 1.0
+        elif q_scale is not None:
+            raise ValueError("q_scale: expected None (a Decoder without device_scales takes no query scale)")
         if stream is None and compiling():
             return self._run_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, kv_scale, q_indptr,
-                                mask)
+                                mask, kv_device_scale, q_scale)
         if out is None or lse is None:
             out, lse = _outputs(q, self.shape, out, lse)
         if type(softmax_scale) is not float:
             softmax_scale = as_float(softmax_scale, "softmax_scale")
         if type(kv_scale) is not float:
-            kv_scale = as_float(kv_scale, "kv_scale")
+            kv_scale = _host_scale(kv_scale)
         self.plan_.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, self.workspace,
-                       stream_arg(stream, q), kv_scale, q_indptr, mask)
+                       stream_arg(stream, q), kv_scale, q_indptr, mask, q_scale, kv_device_scale)
         return out, lse
 
     def _run_op(self, q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, out: Any,
-                lse: Any, kv_scale: float, q_indptr: Any, mask: Any) -> Tuple[Any, Any]:
+                lse: Any, kv_scale: float, q_indptr: Any, mask: Any, kv_device_scale: Any,
+                q_scale: Any) -> Tuple[Any, Any]:
         """run() as the torch operator openmla::decoder_run, for torch.compile's graph."""
         torch = torch_or_none()
         b, s_q, h_q = self._dims
         dims = (q.shape[0], h_q) if self._ragged else (b, s_q, h_q)
         if out is None:
-            out = q.new_empty((*dims, HEAD_DIM_V))
+            out = q.new_empty((*dims, HEAD_DIM_V), dtype=_out_torch_dtype(torch, q))
         if lse is None:
             lse = q.new_empty(dims, dtype=torch.float32)
         _torch_ops().decoder_run(self._id, q, kv_cache, block_table, cache_seqlens, float(softmax_scale), out, lse,
-                                 self.workspace, float(kv_scale), q_indptr, mask)
+                                 self.workspace, float(kv_scale), q_indptr, mask, kv_device_scale, q_scale)
         return out, lse
 
     def device_errors(self, stream: Any = None) -> DeviceError:
@@ -277,7 +315,7 @@ _plan_cache: Dict[Tuple[Any, ...], DecodePlan] = {}
 
 def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> DecodePlan:
     key = (shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format, shape.causal,
-           shape.query_layout, shape.tree_mask, as_backend(backend), num_parts, device)
+           shape.query_layout, shape.tree_mask, as_backend(backend), num_parts, device, shape.device_scales)
     plan = _plan_cache.get(key)
     if plan is None:
         try:
@@ -289,10 +327,10 @@ def _plan_for(shape: DecodeShape, backend: Any, num_parts: int, device: int) -> 
 
 
 def shape_of_q(q: Any, kv_format: KVFormat, causal: bool, q_indptr: Any = None, tree_mask: TreeMask = TreeMask.none,
-               q_len: Optional[int] = None) -> Tuple[DecodeShape, str, int]:
+               q_len: Optional[int] = None, device_scales: bool = False) -> Tuple[DecodeShape, str, int]:
     """(DecodeShape, device type 'cpu' | 'cuda', device index) from q's dims and dtype.
 
-    q: [b, s_q, h_q, 576] bfloat16/float16; with q_indptr (ragged) [total_q, h_q, 576], b =
+    q: [b, s_q, h_q, 576] bfloat16/float16 (float8_e4m3fn with device_scales); with q_indptr (ragged) [total_q, h_q, 576], b =
     len(q_indptr) - 1 and q_len the given one, else min(total_q, MAX_QUERY_LEN, or
     MAX_TREE_QUERY_LEN with a tree mask): a bound on every request's count that needs no read of
     q_indptr. Raises ValueError for another shape, TypeError for another dtype or a non-tensor."""
@@ -312,11 +350,12 @@ def shape_of_q(q: Any, kv_format: KVFormat, causal: bool, q_indptr: Any = None, 
         limit = _C.MAX_QUERY_LEN if tree_mask == TreeMask.none else _C.MAX_TREE_QUERY_LEN
         b, h_q, layout = ptr_dims[0] - 1, dims[1], QueryLayout.ragged
         s_q = int(q_len) if q_len is not None else max(1, min(dims[0], limit))
-    if dtype not in (DType.bfloat16, DType.float16):
-        raise TypeError(f"q: expected dtype bfloat16 or float16, got {dtype.name}")
+    if dtype not in (DType.bfloat16, DType.float16) and not (dtype == DType.float8_e4m3fn and device_scales):
+        fp8 = " (float8_e4m3fn needs an fp8_e4m3 cache and a tensor kv_scale)" if dtype == DType.float8_e4m3fn else ""
+        raise TypeError(f"q: expected dtype bfloat16 or float16, got {dtype.name}{fp8}")
     shape = DecodeShape(
         batch_size=b, num_heads=h_q, q_len=s_q, q_dtype=dtype, kv_format=kv_format, causal=bool(causal),
-        query_layout=layout, tree_mask=tree_mask,
+        query_layout=layout, tree_mask=tree_mask, device_scales=bool(device_scales),
     )
     return shape, device, device_id
 
@@ -341,6 +380,7 @@ def decode(
     mask: Any = None,
     tree_mask: Any = None,
     q_len: Optional[int] = None,
+    q_scale: Any = None,
 ) -> Tuple[Any, Any]:
     """MLA decode attention over a paged KV cache, on the GPU. Returns (out, lse).
 
@@ -349,7 +389,10 @@ def decode(
     block_table [b, max_pages] int32; cache_seqlens [b] int32. Query i of request r sits at position
     cache_seqlens[r] - s_q + i; with causal it sees positions up to its own. out [b, s_q, h_q, 512]
     and lse [b, s_q, h_q] float32 are allocated like q unless given. A request of length 0 gives
-    out 0 and lse -inf. kv_scale: per-tensor scale of an fp8_e4m3 cache (value = code * kv_scale).
+    out 0 and lse -inf. kv_scale: per-tensor scale of an fp8_e4m3 cache (value = code * kv_scale), a
+    float or a float32 CUDA tensor of one element (read on the device: CUDA graphs capture it). With a
+    tensor kv_scale, q may be float8_e4m3fn with q_scale likewise (value = code * q_scale); out is
+    then bfloat16.
 
     Plans and runs in one call (two kernels). For many layers per step use a Decoder, which plans
     once. plan=/workspace= reuse a DecodePlan and its workspace (any DLPack CUDA tensor);
@@ -368,13 +411,19 @@ def decode(
     NotImplementedError for what this build or device does not support. Bad lengths or page ids in
     device memory give NaN rows (a Decoder reports which guard fired: Decoder.device_errors()).
     """
+    kv_device_scale = None
+    if type(kv_scale) is not float and is_tensor_scale(kv_scale):
+        kv_device_scale, kv_scale = kv_scale, 1.0
+    elif q_scale is not None:
+        raise ValueError("q_scale: expected None unless kv_scale is a device tensor (device-held FP8 scales)")
     if stream is None and plan is None and workspace is None and compiling():
         return _decode_op(q, kv_cache, block_table, cache_seqlens, softmax_scale, causal, kv_format, kv_scale, out,
-                          lse, backend, num_parts, q_indptr, mask, tree_mask, q_len)
+                          lse, backend, num_parts, q_indptr, mask, tree_mask, q_len, kv_device_scale, q_scale)
     fmt = kv_format_of(kv_cache, kv_format)
     if plan is None:
         plan = _plan_of_q(q, fmt, causal, backend, num_parts, q_indptr, _tree_mask_of(mask, tree_mask,
-                                                                                        q_indptr is not None), q_len)
+                                                                                        q_indptr is not None), q_len,
+                          kv_device_scale is not None)
     s = stream_arg(stream, q)
     if workspace is None:
         # Fresh, so no other call can read its error word: it needs no reset.
@@ -386,7 +435,8 @@ def decode(
     if type(kv_scale) is not float:
         kv_scale = as_float(kv_scale, "kv_scale")
     plan.plan(cache_seqlens, workspace, s)
-    plan.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, s, kv_scale, q_indptr, mask)
+    plan.run(q, kv_cache, block_table, cache_seqlens, softmax_scale, out, lse, workspace, s, kv_scale, q_indptr, mask,
+             q_scale, kv_device_scale)
     return out, lse
 
 
@@ -394,19 +444,21 @@ _plans_by_q: Dict[Tuple[Any, ...], DecodePlan] = {}
 
 
 def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int, q_indptr: Any = None,
-               tree_mask: TreeMask = TreeMask.none, q_len: Optional[int] = None) -> DecodePlan:
+               tree_mask: TreeMask = TreeMask.none, q_len: Optional[int] = None,
+               device_scales: bool = False) -> DecodePlan:
     """The cached plan for q's dims, dtype and device and the options (ragged: and q_indptr's
     length); every check of a new combination runs once (shape_of_q, DecodePlan's validation), and a
     call with a combination seen before only looks it up."""
     dtype, dims, device, device_id = _C.describe(q, "q")
     ragged = None if q_indptr is None else tuple(_C.describe(q_indptr, "q_indptr")[1])
-    key = (dims, dtype, device, device_id, fmt, bool(causal), backend, num_parts, ragged, tree_mask, q_len)
+    key = (dims, dtype, device, device_id, fmt, bool(causal), backend, num_parts, ragged, tree_mask, q_len,
+           device_scales)
     try:
         plan = _plans_by_q.get(key)
     except TypeError:  # an unhashable backend: as_backend names it below
         plan, key = None, None
     if plan is None:
-        shape, device, device_id = shape_of_q(q, fmt, causal, q_indptr, tree_mask, q_len)
+        shape, device, device_id = shape_of_q(q, fmt, causal, q_indptr, tree_mask, q_len, device_scales)
         if device != "cuda":
             got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
             raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.decode runs on the CPU)")
@@ -418,21 +470,22 @@ def _plan_of_q(q: Any, fmt: KVFormat, causal: bool, backend: Any, num_parts: int
 
 def _decode_op(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, softmax_scale: float, causal: bool,
                kv_format: Any, kv_scale: float, out: Any, lse: Any, backend: Any, num_parts: int, q_indptr: Any,
-               mask: Any, tree_mask: Any, q_len: Optional[int]) -> Tuple[Any, Any]:
+               mask: Any, tree_mask: Any, q_len: Optional[int], kv_device_scale: Any,
+               q_scale: Any) -> Tuple[Any, Any]:
     """decode() as the torch operators openmla::decode / openmla::decode_out, for torch.compile's graph.
     Enum options travel by name (tree_mask None: inferred from mask, as decode() does); q_len 0 = None."""
     ops = _torch_ops()
     fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
     backend_name = backend if isinstance(backend, str) else backend.name
     tree_name = tree_mask if tree_mask is None or isinstance(tree_mask, str) else tree_mask.name
-    extra = (q_indptr, mask, tree_name, 0 if q_len is None else int(q_len))
+    extra = (q_indptr, mask, tree_name, 0 if q_len is None else int(q_len), kv_device_scale, q_scale)
     if out is None and lse is None:
         return ops.decode(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt,
                           float(kv_scale), backend_name, int(num_parts), *extra)
     torch = torch_or_none()
     dims = (q.shape[0], q.shape[1]) if q_indptr is not None else (q.shape[0], q.shape[1], q.shape[2])
     if out is None:
-        out = q.new_empty((*dims, HEAD_DIM_V))
+        out = q.new_empty((*dims, HEAD_DIM_V), dtype=_out_torch_dtype(torch, q))
     if lse is None:
         lse = q.new_empty(dims, dtype=torch.float32)
     ops.decode_out(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt, float(kv_scale),

@@ -54,21 +54,30 @@ word after every call and raises FlashMLADeviceError when a bit is set: a synchr
 call, for debugging. Calls captured into a CUDA graph are not checked while capturing; after a
 replay, device_errors() reports what the replay's guards found.
 
+Per-tensor FP8 (a 576-byte e4m3 cache, value = code * descale_k), as SGLang and vLLM call it, with
+descale_q / descale_k float32 [1] device tensors that the kernels read on the device (CUDA graphs
+capture them; replays see their current values):
+
+* flash_mla_with_kvcache with a float8_e4m3fn query, a 576-byte one-byte k_cache and descale_q /
+  descale_k (SGLang's FlashMLA backend with an fp8_e4m3 KV cache); out is bfloat16, as FlashMLA's.
+* vLLM's FlashMLA-build functions: get_mla_metadata_dense_fp8, flash_mla_with_kvcache_fp8 (e4m3 query,
+  both descales) and flash_mla_with_kvcache_fp8_q16 (a bfloat16/float16 query over the e4m3 cache,
+  descale_k only; out in the query's dtype).
+* With a 16-bit query and a 16-bit or 656-byte cache, descale_q / descale_k are accepted and not read
+  (as in the FlashMLA builds that take them).
+The e4m3 query's codes are widened to bfloat16 (exact) and multiplied with the cache in 16-bit
+arithmetic, the descales applied in float32: at least as accurate as FlashMLA's e4m3 products.
+
 Differences from FlashMLA:
 
-* lse of a request with cache_seqlens == 0 (no keys): FlashMLA returns +inf, OpenMLA returns -inf,
-  the log of an empty sum, which merges correctly with other partial attention states (out is 0
-  in both). ``set_empty_lse("+inf")`` (or OPENMLA_FLASH_MLA_EMPTY_LSE=+inf in the environment)
-  returns FlashMLA's value exactly, at the cost of one extra elementwise kernel per call.
+* lse of a row that sees no key (a request with cache_seqlens == 0) is +inf by default, as FlashMLA
+  returns, written by one extra elementwise kernel per call. ``set_empty_lse("-inf")`` (or
+  OPENMLA_FLASH_MLA_EMPTY_LSE=-inf in the environment) keeps OpenMLA's own value, the log of an empty
+  sum, which merges correctly with other partial attention states, and saves that kernel (out is 0
+  either way).
 * is_fp8_kvcache=True means FlashMLA's 656-byte layout (512 e4m3 | 4 float32 tile scales | 64 bf16
-  rope; k_cache uint8 or float8_e4m3fn with last dimension 656). OpenMLA's per-tensor fp8_e4m3
-  cache (576 bytes) is reached through openmla.decode(kv_format="fp8_e4m3", kv_scale=...), whose
-  scale is a host float.
-* Per-tensor FP8 through FlashMLA's interface raises NotImplementedError: an FP8 query (the
-  e4m3 query with descale_q / descale_k that SGLang passes for an fp8_e4m3 cache), a 576-byte
-  one-byte k_cache, and vLLM's FlashMLA-build functions get_mla_metadata_dense_fp8,
-  flash_mla_with_kvcache_fp8 and flash_mla_with_kvcache_fp8_q16. They need kernels that take FP8
-  queries and read the descales from device memory (so that CUDA graphs capture them).
+  rope; k_cache uint8 or float8_e4m3fn with last dimension 656); a 576-byte one-byte cache without it
+  is the per-tensor format above.
 * Sparse attention (indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
   extra_topk_length, get_mla_metadata(topk=...)) raises NotImplementedError.
 * h_kv must be 1 and the page size 64; h_q 1..128 and s_q <= 128 (on Hopper, head counts other than 8, 16,
@@ -101,6 +110,7 @@ __all__ = [
 ]
 
 _HEAD_DIM_V = _C.HEAD_DIM_V
+_NAN, _INF = float("nan"), float("inf")
 _TILE_SCHEDULER_METADATA_SIZE = 8  # FlashMLA's int32 words per SM part; only the shape matters here
 
 
@@ -132,7 +142,7 @@ class FlashMLASchedMeta:
 
 
 _generation = 0  # older-style get_mla_metadata calls so far: each one may carry new lengths
-_empty_lse_flashmla = os.environ.get("OPENMLA_FLASH_MLA_EMPTY_LSE", "-inf").strip() == "+inf"
+_empty_lse_flashmla = os.environ.get("OPENMLA_FLASH_MLA_EMPTY_LSE", "+inf").strip() != "-inf"
 _num_sms: Dict[int, int] = {}
 _check_calls = os.environ.get("OPENMLA_FLASH_MLA_CHECK", "").strip().lower() not in ("", "0", "false", "no", "off")
 
@@ -209,7 +219,8 @@ def _check_call(state: "_PlanState", stream: int) -> None:
 
 
 def set_empty_lse(value: str) -> None:
-    """lse returned for requests of length 0: "-inf" (OpenMLA, default) or "+inf" (FlashMLA).
+    """lse returned for rows that see no key (requests of length 0): "+inf" (FlashMLA's, default) or
+    "-inf" (OpenMLA's, one elementwise kernel per call fewer).
 
     Process-wide; the environment variable OPENMLA_FLASH_MLA_EMPTY_LSE sets the initial value.
     Raises ValueError for any other value."""
@@ -232,28 +243,13 @@ def _require_tensor(torch: Any, value: Any, name: str) -> Any:
     return value
 
 
-# Per-tensor FP8 through FlashMLA's interface: what is missing, named once for every entry point.
-_FP8_DTYPE_NAMES = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"})
-_PER_TENSOR_FP8_MISSING = (
-    "per-tensor FP8 KV (a 576-byte e4m3 cache, value = code * descale) is not implemented by openmla.flash_mla: "
-    "it needs decode kernels that take an FP8 query and read descale_q / descale_k from device memory (a host "
-    "read would synchronize and keep CUDA graphs from capturing them). Supported here: bfloat16/float16 caches "
-    "and FlashMLA's 656-byte fp8_ds_mla cache (is_fp8_kvcache=True); openmla.decode(kv_format='fp8_e4m3', "
-    "kv_scale=...) reads a 576-byte cache with its scale as a host float"
-)
-
-
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _is_fp8_dtype(dtype: Any) -> bool:
-    return _dtype_name(dtype) in _FP8_DTYPE_NAMES
-
-
 def _check_descales(torch: Any, descale_q: Any, descale_k: Any) -> None:
     """descale_q / descale_k as the FlashMLA builds that take them require: both or neither, each a
-    tensor. Their values are never read here (a 16-bit query does not use them)."""
+    tensor. Their values are never read on the host (the kernels read them on the device)."""
     if (descale_q is None) != (descale_k is None):
         given, missing = ("descale_q", "descale_k") if descale_q is not None else ("descale_k", "descale_q")
         raise ValueError(f"{missing}: FlashMLA takes descale_q and descale_k together; got {given} alone")
@@ -345,7 +341,7 @@ _states: Dict[Tuple[Any, ...], _PlanState] = {}
 
 def _state_for(torch: Any, shape: DecodeShape, device_index: int, stream: int) -> _PlanState:
     key = (device_index, stream, shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format,
-           shape.causal)
+           shape.causal, shape.device_scales)
     state = _states.get(key)
     if state is None:
         try:
@@ -434,15 +430,18 @@ def _not_sparse(**kwargs: Any) -> None:
 
 class _Signature:
     """What the argument checks derived from one combination of q / k_cache shapes, dtypes and
-    device, head_dim_v, causal and is_fp8_kvcache: the checks run once per combination."""
+    device, head_dim_v, causal and is_fp8_kvcache: the checks run once per combination. A per-tensor
+    fp8_e4m3 cache always plans with device-held scales (descale_k, and descale_q for an e4m3 query)."""
 
-    __slots__ = ("b", "s_q", "h_q", "q_dtype", "kv_format", "causal", "device_index", "config", "default_scale",
-                 "states")
+    __slots__ = ("b", "s_q", "h_q", "q_dtype", "out_dtype", "kv_format", "causal", "device_index", "config",
+                 "default_scale", "states")
 
     def __init__(self, torch: Any, q: Any, k_cache: Any, causal: bool, is_fp8_kvcache: bool,
                  kv_format: KVFormat) -> None:
         self.b, self.s_q, self.h_q = int(q.shape[0]), int(q.shape[1]), int(q.shape[2])
-        self.q_dtype = DType.bfloat16 if q.dtype == torch.bfloat16 else DType.float16
+        self.q_dtype = (DType.bfloat16 if q.dtype == torch.bfloat16
+                        else DType.float16 if q.dtype == torch.float16 else DType.float8_e4m3fn)
+        self.out_dtype = torch.float16 if q.dtype == torch.float16 else torch.bfloat16
         self.kv_format = kv_format
         self.causal = bool(causal)
         self.device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
@@ -456,7 +455,8 @@ class _Signature:
         state = self.states.get(stream)
         if state is None:
             shape = DecodeShape(batch_size=self.b, num_heads=self.h_q, q_len=self.s_q, q_dtype=self.q_dtype,
-                                kv_format=self.kv_format, causal=self.causal)
+                                kv_format=self.kv_format, causal=self.causal,
+                                device_scales=self.kv_format == KVFormat.fp8_e4m3)
             state = self.states[stream] = _state_for(torch, shape, self.device_index, stream)
         return state
 
@@ -465,13 +465,14 @@ _signatures: Dict[Tuple[Any, ...], _Signature] = {}
 
 
 def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: Any, head_dim_v: Any,
-                       causal: bool, is_fp8_kvcache: bool) -> _Signature:
+                       causal: bool, is_fp8_kvcache: bool, has_descale_q: bool, has_descale_k: bool) -> _Signature:
     """Every argument check of flash_mla_with_kvcache that depends only on the signature, run once
     per signature (plain torch.Tensor arguments; subclasses are checked on every call)."""
     T = torch.Tensor
     key: Optional[Tuple[Any, ...]] = None
     if type(q) is T and type(k_cache) is T and type(block_table) is T and type(cache_seqlens) is T:
-        key = (q.shape, q.dtype, q.device, k_cache.shape, k_cache.dtype, head_dim_v, causal, is_fp8_kvcache)
+        key = (q.shape, q.dtype, q.device, k_cache.shape, k_cache.dtype, head_dim_v, causal, is_fp8_kvcache,
+               has_descale_q, has_descale_k)
         signature = _signatures.get(key)
         if signature is not None:
             return signature
@@ -485,10 +486,9 @@ def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache
     _require_tensor(torch, cache_seqlens, "cache_seqlens")
     if q.dim() != 4:
         raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(q.shape)}")
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        if _is_fp8_dtype(q.dtype):
-            raise NotImplementedError(f"q: an FP8 ({_dtype_name(q.dtype)}) query: {_PER_TENSOR_FP8_MISSING}")
-        raise TypeError(f"q: expected dtype bfloat16 or float16, got {str(q.dtype).replace('torch.', '')}")
+    fp8_query = q.dtype == getattr(torch, "float8_e4m3fn", None)
+    if q.dtype not in (torch.bfloat16, torch.float16) and not fp8_query:
+        raise TypeError(f"q: expected dtype bfloat16, float16 or float8_e4m3fn, got {_dtype_name(q.dtype)}")
     if head_dim_v != _HEAD_DIM_V:
         raise ValueError(f"head_dim_v: expected {_HEAD_DIM_V}, got {head_dim_v!r}")
     if k_cache.dim() == 4 and k_cache.shape[2] != 1:
@@ -511,10 +511,19 @@ def _checked_signature(torch: Any, q: Any, k_cache: Any, block_table: Any, cache
     elif k_cache.dtype == torch.float16:
         kv_format = KVFormat.fp16
     elif one_byte and k_cache.shape[-1] == _C.HEAD_DIM_QK:
-        raise NotImplementedError(f"k_cache: a 576-byte {_dtype_name(k_cache.dtype)} cache: {_PER_TENSOR_FP8_MISSING}")
+        kv_format = KVFormat.fp8_e4m3  # per-tensor: value = code * descale_k
     else:
         raise TypeError(f"k_cache: expected dtype bfloat16 or float16 (or is_fp8_kvcache=True for the 656-byte "
-                        f"layout), got {str(k_cache.dtype).replace('torch.', '')}")
+                        f"layout, or a 576-byte float8_e4m3fn / uint8 cache with descale_k), got "
+                        f"{_dtype_name(k_cache.dtype)}")
+    if fp8_query and kv_format != KVFormat.fp8_e4m3:
+        raise TypeError(f"q: a float8_e4m3fn query needs a 576-byte per-tensor e4m3 k_cache (with descale_q and "
+                        f"descale_k), got a {kv_format.name} k_cache")
+    if kv_format == KVFormat.fp8_e4m3 and not has_descale_k:
+        raise ValueError("descale_k: required for a 576-byte per-tensor e4m3 k_cache (value = code * descale_k), "
+                         "got None")
+    if fp8_query and not has_descale_q:
+        raise ValueError("descale_q: required for a float8_e4m3fn query (value = code * descale_q), got None")
     if q.device.type != "cuda":
         raise ValueError("q: expected a CUDA tensor, got a CPU tensor")
     signature = _Signature(torch, q, k_cache, causal, is_fp8_kvcache, kv_format)
@@ -555,14 +564,16 @@ def flash_mla_with_kvcache(
     style); num_splits: ignored. All tensors are torch CUDA tensors on one device; the call runs
     on torch's current stream and can be captured in a CUDA graph. Under torch.compile the call is
     the operator torch.ops.openmla.flash_mla_with_kvcache, which schedules on every call.
-    descale_q / descale_k (keyword-only): the per-tensor FP8 descales of the sgl_kernel and vLLM
-    FlashMLA builds; with a bfloat16/float16 query they are accepted and ignored, as there (both or
-    neither; tensors, values never read).
+    descale_q / descale_k (keyword-only, both or neither): float32 [1] CUDA tensors, the per-tensor
+    FP8 descales of the sgl_kernel and vLLM FlashMLA builds, read on the device. A 576-byte one-byte
+    k_cache (float8_e4m3fn or uint8, value = code * descale_k) needs them; q may then be
+    float8_e4m3fn (value = code * descale_q), and out is bfloat16. With a 16-bit or 656-byte cache
+    and a 16-bit query they are accepted and not read, as in those builds.
 
     A request whose length or page ids are bad gets NaN rows (never a read outside the cache) and
     sets the device error word (device_errors(); in check mode the call raises
-    FlashMLADeviceError). Raises NotImplementedError for the sparse-attention arguments and for
-    per-tensor FP8 (an FP8 query, a 576-byte one-byte cache), ValueError / TypeError for a bad
+    FlashMLADeviceError); so does a descale that is not finite and > 0 (every row with keys NaN).
+    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a bad
     argument (named in the message).
     """
     if type(is_fp8_kvcache) is not bool:
@@ -575,14 +586,25 @@ def flash_mla_with_kvcache(
     torch = _torch()
     if descale_q is not None or descale_k is not None:
         _check_descales(torch, descale_q, descale_k)
+    return _decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, softmax_scale,
+                   causal, is_fp8_kvcache, descale_q, descale_k)
+
+
+def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: Any, head_dim_v: Any,
+            tile_scheduler_metadata: Any, softmax_scale: Optional[float], causal: bool, is_fp8_kvcache: bool,
+            descale_q: Any, descale_k: Any) -> Tuple[Any, Any]:
+    """The dense decode behind every entry point, descales already checked as the entry point requires."""
     if compiling():
-        if _is_fp8_dtype(q.dtype):
-            raise NotImplementedError(f"q: an FP8 ({_dtype_name(q.dtype)}) query: {_PER_TENSOR_FP8_MISSING}")
         return torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
-                                                        softmax_scale, bool(causal), bool(is_fp8_kvcache))
-    sig = _checked_signature(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, causal, is_fp8_kvcache)
+                                                        softmax_scale, bool(causal), bool(is_fp8_kvcache),
+                                                        descale_q, descale_k)
+    sig = _checked_signature(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, causal, is_fp8_kvcache,
+                             descale_q is not None, descale_k is not None)
     if softmax_scale is None:
         softmax_scale = sig.default_scale
+    # Per-tensor e4m3 only: the kernels read the descales (present: the signature checked it); else never used.
+    kv_scale = descale_k if sig.kv_format == KVFormat.fp8_e4m3 else None
+    q_scale = descale_q if sig.q_dtype == DType.float8_e4m3fn else None
 
     meta = tile_scheduler_metadata
     if isinstance(meta, FlashMLASchedMeta):
@@ -607,24 +629,22 @@ def flash_mla_with_kvcache(
         state.planned_for = planned_for
 
     device = q.device
-    out = torch.empty(sig.b, sig.s_q, sig.h_q, _HEAD_DIM_V, dtype=q.dtype, device=device)
+    out = torch.empty(sig.b, sig.s_q, sig.h_q, _HEAD_DIM_V, dtype=sig.out_dtype, device=device)
     softmax_lse = torch.empty(sig.b, sig.h_q, sig.s_q, dtype=torch.float32, device=device)
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
     state.plan.run(q, k_cache, _widened_block_table_cached(block_table), cache_seqlens, float(softmax_scale), out,
-                   softmax_lse.transpose(1, 2), state.workspace, stream, 1.0)
-    if _empty_lse_flashmla:
-        softmax_lse.masked_fill_(torch.isneginf(softmax_lse), float("inf"))
+                   softmax_lse.transpose(1, 2), state.workspace, stream, 1.0, None, None, q_scale, kv_scale)
+    if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
+        softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
     if _check_calls and not planned_for[2]:
         _check_call(state, stream)
     return out, softmax_lse
 
 
 def get_mla_metadata_dense_fp8(cache_seqlens: Any, num_q_tokens_per_head_k: int, num_heads_k: int) -> Tuple[Any, Any]:
-    """vLLM's FlashMLA-build scheduling call for its dense FP8 decode (flash_mla_with_kvcache_fp8).
-
-    Raises NotImplementedError: per-tensor FP8 through FlashMLA's interface needs kernels that
-    take FP8 queries and read the descales on the device (see the module docstring)."""
-    raise NotImplementedError(f"get_mla_metadata_dense_fp8: {_PER_TENSOR_FP8_MISSING}")
+    """vLLM's FlashMLA-build scheduling call for its dense FP8 decode (flash_mla_with_kvcache_fp8):
+    the older-style get_mla_metadata (FlashMLA's tensor shapes; a step marker)."""
+    return get_mla_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k)
 
 
 def flash_mla_with_kvcache_fp8(
@@ -640,12 +660,20 @@ def flash_mla_with_kvcache_fp8(
     descale_q: Any = None,
     descale_k: Any = None,
 ) -> Tuple[Any, Any]:
-    """vLLM's FlashMLA-build dense FP8 decode: e4m3 query and 576-byte e4m3 cache, with descale_q /
-    descale_k float32 [1] device tensors.
-
-    Raises NotImplementedError: it needs kernels that take FP8 queries and read the descales on
-    the device (see the module docstring)."""
-    raise NotImplementedError(f"flash_mla_with_kvcache_fp8: {_PER_TENSOR_FP8_MISSING}")
+    """vLLM's FlashMLA-build dense FP8 decode: q [b, s_q, h_q, 576] float8_e4m3fn, k_cache
+    [num_blocks, 64, 1, 576] float8_e4m3fn / uint8, descale_q / descale_k float32 [1] CUDA tensors
+    (required, as there); returns (out bfloat16 [b, s_q, h_q, 512], lse [b, h_q, s_q]). Same
+    semantics, guards and errors as flash_mla_with_kvcache."""
+    torch = _torch()
+    if descale_q is None or descale_k is None:
+        missing = "descale_q" if descale_q is None else "descale_k"
+        raise ValueError(f"{missing}: flash_mla_with_kvcache_fp8 requires descale_q and descale_k, got None")
+    _check_descales(torch, descale_q, descale_k)
+    if q.dtype != getattr(torch, "float8_e4m3fn", None):
+        raise TypeError(f"q: expected dtype float8_e4m3fn for flash_mla_with_kvcache_fp8, got {_dtype_name(q.dtype)} "
+                        f"(flash_mla_with_kvcache_fp8_q16 takes a 16-bit query)")
+    return _decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, softmax_scale,
+                   causal, False, descale_q, descale_k)
 
 
 def flash_mla_with_kvcache_fp8_q16(
@@ -660,9 +688,13 @@ def flash_mla_with_kvcache_fp8_q16(
     softmax_scale: Optional[float] = None,
     causal: bool = False,
 ) -> Tuple[Any, Any]:
-    """vLLM's FlashMLA-build decode of a bfloat16 query over a 576-byte e4m3 cache whose scale is
-    descale_k (a float32 [1] device tensor).
-
-    Raises NotImplementedError: it needs the decode kernels to read the cache scale from device
-    memory (OpenMLA's fp8_e4m3 decode takes it as a host float; see the module docstring)."""
-    raise NotImplementedError(f"flash_mla_with_kvcache_fp8_q16: {_PER_TENSOR_FP8_MISSING}")
+    """vLLM's FlashMLA-build decode of a bfloat16/float16 query over a 576-byte e4m3 cache whose
+    scale is descale_k (a float32 [1] CUDA tensor, read on the device); out in the query's dtype.
+    Same semantics, guards and errors as flash_mla_with_kvcache."""
+    torch = _torch()
+    _require_tensor(torch, descale_k, "descale_k")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"q: expected dtype bfloat16 or float16 for flash_mla_with_kvcache_fp8_q16, got "
+                        f"{_dtype_name(q.dtype)}")
+    return _decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, softmax_scale,
+                   causal, False, None, descale_k)

@@ -16,7 +16,7 @@ import numpy as np
 from . import _C
 from ._C import DType, QueryLayout
 from ._errors import DeviceError, as_device_error
-from ._frameworks import as_dtype, as_float, as_fp8_math, kv_format_of
+from ._frameworks import as_dtype, as_float, as_fp8_math, is_tensor_scale, kv_format_of
 from .api import HEAD_DIM_V, _first_cache, _tree_mask_of, shape_of_q
 
 __all__ = ["ReferenceResult", "decode", "move_kv", "read_kv_token", "write_kv"]
@@ -47,6 +47,7 @@ def decode(
     mask: Any = None,
     tree_mask: Any = None,
     q_len: Optional[int] = None,
+    q_scale: Any = None,
 ) -> ReferenceResult:
     """Exact attention (float64 accumulation) over the dequantized cache, on the CPU.
 
@@ -58,13 +59,20 @@ def decode(
     Decoder(fp8_math="qk_and_pv") instead (quantized query rows, e4m3 weights).
     q_indptr, mask, tree_mask and q_len as openmla.decode (ragged queries, tree masks), on CPU
     tensors; ragged out/lse are [total_q, h_q, 512] / [total_q, h_q]. Offsets the GPU would flag
-    (DeviceError.QUERY_OFFSETS) leave their rows unwritten, as on the GPU.
+    (DeviceError.QUERY_OFFSETS) leave their rows unwritten, as on the GPU. kv_scale may be a
+    float32 CPU tensor of one element (the GPU's device-held scale); q may then be float8_e4m3fn
+    with q_scale likewise (value = code * q_scale), as openmla.decode.
 
     Raises ValueError / TypeError for bad arguments, as openmla.decode.
     """
     fmt = kv_format_of(kv_cache, kv_format)
     tree = _tree_mask_of(mask, tree_mask, q_indptr is not None)
-    shape, _, _ = shape_of_q(q, fmt, causal, q_indptr, tree, q_len)
+    kv_device_scale = None
+    if is_tensor_scale(kv_scale):
+        kv_device_scale, kv_scale = kv_scale, 1.0
+    elif q_scale is not None:
+        raise ValueError("q_scale: expected None unless kv_scale is a tensor (device-held FP8 scales)")
+    shape, _, _ = shape_of_q(q, fmt, causal, q_indptr, tree, q_len, kv_device_scale is not None)
     dtype = as_dtype(out_dtype, "out_dtype")
     if dtype not in (DType.float64, DType.float32):
         raise TypeError(f"out_dtype: expected float64 or float32, got {dtype.name}")
@@ -79,7 +87,8 @@ def decode(
         lse = np.empty(dims, dtype=np_dtype)
     errors = _C.reference.decode(q, kv_cache, block_table, cache_seqlens, as_float(softmax_scale, "softmax_scale"),
                                  out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math),
-                                 q_indptr, mask, shape.query_layout, shape.tree_mask, shape.q_len)
+                                 q_indptr, mask, shape.query_layout, shape.tree_mask, shape.q_len, q_scale,
+                                 kv_device_scale)
     return ReferenceResult(out, lse, as_device_error(errors))
 
 

@@ -46,7 +46,8 @@ std::string shape_repr(const DecodeShape& s) {
   return "DecodeShape(batch_size=" + std::to_string(s.batch_size) + ", q_len=" + std::to_string(s.q_len) +
          ", num_heads=" + std::to_string(s.num_heads) + ", q_dtype=" + dtype_name(s.q_dtype) +
          ", kv_format=" + kv_format_name(s.kv_format) + ", causal=" + (s.causal ? "True" : "False") +
-         ", query_layout=" + query_layout_name(s.query_layout) + ", tree_mask=" + tree_mask_name(s.tree_mask) + ")";
+         ", query_layout=" + query_layout_name(s.query_layout) + ", tree_mask=" + tree_mask_name(s.tree_mask) +
+         ", device_scales=" + (s.device_scales ? "True" : "False") + ")";
 }
 
 }  // namespace
@@ -132,12 +133,13 @@ void register_decode(nb::module_& m) {
       .def(
           "__init__",
           [](DecodeShape* self, int batch_size, int num_heads, int q_len, DType q_dtype, KVFormat kv_format,
-             bool causal, QueryLayout query_layout, TreeMask tree_mask) {
-            new (self) DecodeShape{batch_size, q_len, num_heads, q_dtype, kv_format, causal, query_layout, tree_mask};
+             bool causal, QueryLayout query_layout, TreeMask tree_mask, bool device_scales) {
+            new (self) DecodeShape{batch_size, q_len,        num_heads, q_dtype,      kv_format,
+                                   causal,     query_layout, tree_mask, device_scales};
           },
           "batch_size"_a, "num_heads"_a, "q_len"_a = 1, "q_dtype"_a = DType::kBFloat16,
           "kv_format"_a = KVFormat::kBF16, "causal"_a = true, "query_layout"_a = QueryLayout::kUniform,
-          "tree_mask"_a = TreeMask::kNone, "A shape; the values are checked by DecodePlan.")
+          "tree_mask"_a = TreeMask::kNone, "device_scales"_a = false, "A shape; the values are checked by DecodePlan.")
       .def_rw("batch_size", &DecodeShape::batch_size, "Requests per step (b).")
       .def_rw("q_len", &DecodeShape::q_len,
               "Query tokens per request (s_q): 1 for decode, more for MTP verify; ragged: the most of a request.")
@@ -149,6 +151,10 @@ void register_decode(nb::module_& m) {
               "ignored with a tree mask.")
       .def_rw("query_layout", &DecodeShape::query_layout, "QueryLayout.uniform or QueryLayout.ragged (q_indptr).")
       .def_rw("tree_mask", &DecodeShape::tree_mask, "The TreeMask layout of run()'s mask (TreeMask.none: no mask).")
+      .def_rw("device_scales", &DecodeShape::device_scales,
+              "fp8_e4m3 caches: the scales are float32 device tensors of one element (run()'s kv_device_scale, and "
+              "q_scale for a float8_e4m3fn query), read on the device so CUDA graphs capture them; required for "
+              "float8_e4m3fn queries (out is then bfloat16).")
       .def("__repr__", &shape_repr)
       .def(
           "__eq__",
@@ -157,7 +163,8 @@ void register_decode(nb::module_& m) {
             const DecodeShape& b = nb::cast<const DecodeShape&>(other);
             return nb::bool_(a.batch_size == b.batch_size && a.q_len == b.q_len && a.num_heads == b.num_heads &&
                              a.q_dtype == b.q_dtype && a.kv_format == b.kv_format && a.causal == b.causal &&
-                             a.query_layout == b.query_layout && a.tree_mask == b.tree_mask);
+                             a.query_layout == b.query_layout && a.tree_mask == b.tree_mask &&
+                             a.device_scales == b.device_scales);
           },
           nb::sig("def __eq__(self, other: object, /) -> bool"), "Field-by-field equality with another DecodeShape.");
 
@@ -209,7 +216,8 @@ void register_decode(nb::module_& m) {
           "run",
           [](const DecodePlan& p, nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
              float softmax_scale, nb::handle out, nb::handle lse, nb::handle workspace,
-             std::optional<std::uintptr_t> stream, float kv_scale, nb::handle q_indptr, nb::handle mask) {
+             std::optional<std::uintptr_t> stream, float kv_scale, nb::handle q_indptr, nb::handle mask,
+             nb::handle q_scale, nb::handle kv_device_scale) {
             Input q_t = input_tensor(q, "q");
             Input kv_t = input_tensor(kv_cache, "kv_cache");
             Input table_t = input_tensor(block_table, "block_table");
@@ -226,6 +234,10 @@ void register_decode(nb::module_& m) {
             Input mask_t = optional_input(mask, "mask");
             require_cuda(indptr_t.view, q_indptr, "q_indptr", kDecodeOnCpu);
             require_cuda(mask_t.view, mask, "mask", kDecodeOnCpu);
+            Input q_scale_t = optional_input(q_scale, "q_scale");
+            Input kv_scale_t = optional_input(kv_device_scale, "kv_device_scale");
+            require_cuda(q_scale_t.view, q_scale, "q_scale", kDecodeOnCpu);
+            require_cuda(kv_scale_t.view, kv_device_scale, "kv_device_scale", kDecodeOnCpu);
             Workspace ws = workspace_arg(workspace, p.device());
             DecodeArgs args;
             args.q = q_t.view;
@@ -239,20 +251,24 @@ void register_decode(nb::module_& m) {
             args.lse = lse_t.view;
             args.q_indptr = indptr_t.view;
             args.mask = mask_t.view;
+            args.q_scale = q_scale_t.view;
+            args.kv.device_scale = kv_scale_t.view;
             const cudaStream_t s = stream_or_current(stream, q, p.device());
             nb::gil_scoped_release release;
             p.run(args, ws.data, ws.bytes, s);
           },
           "q"_a.none(), "kv_cache"_a.none(), "block_table"_a.none(), "cache_seqlens"_a.none(), "softmax_scale"_a,
           "out"_a.none(), "lse"_a.none(), "workspace"_a.none(), "stream"_a.none() = 0, "kv_scale"_a = 1.0f,
-          "q_indptr"_a = nb::none(), "mask"_a = nb::none(),
+          "q_indptr"_a = nb::none(), "mask"_a = nb::none(), "q_scale"_a = nb::none(), "kv_device_scale"_a = nb::none(),
           "One layer's attention with the schedule plan() wrote, into out and lse (both required here). "
           "q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table "
           "[b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); "
           "lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for "
           "plan() (None: q's framework's current stream). QueryLayout.ragged: q [total_q, h_q, 576], out "
           "[total_q, h_q, 512], lse [total_q, h_q] and q_indptr [b + 1] int32. With a TreeMask: mask, int64 rows "
-          "in its layout. All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, "
+          "in its layout. shape.device_scales: kv_device_scale, the fp8_e4m3 cache's scale as a float32 tensor of one "
+          "element (kv_scale is then ignored), and with a float8_e4m3fn q, q_scale likewise (out is bfloat16). "
+          "All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, "
           "dtype, stride or device; bad lengths, offsets or page ids in device memory give NaN rows and set the "
           "device error word.")
       .def_static(

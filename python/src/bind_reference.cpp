@@ -43,8 +43,9 @@ DecodeShape shape_from_q(const TensorView& q, const TensorView& q_indptr, KVForm
     shape.q_len = static_cast<int>(q.shape[1]);
     shape.num_heads = static_cast<int>(q.shape[2]);
   }
-  if (q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat16)
-    throw nb::type_error((std::string("q: expected dtype bfloat16 or float16, got ") + dtype_name(q.dtype)).c_str());
+  if (q.dtype != DType::kBFloat16 && q.dtype != DType::kFloat16 && q.dtype != DType::kFloat8E4M3)
+    throw nb::type_error(
+        (std::string("q: expected dtype bfloat16, float16 or float8_e4m3fn, got ") + dtype_name(q.dtype)).c_str());
   shape.q_dtype = q.dtype;
   shape.kv_format = kv_format;
   shape.causal = causal;
@@ -56,7 +57,7 @@ DecodeShape shape_from_q(const TensorView& q, const TensorView& q_indptr, KVForm
 unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_table, nb::handle cache_seqlens,
                           float softmax_scale, nb::handle out, nb::handle lse, KVFormat kv_format, float kv_scale,
                           bool causal, Fp8Math fp8_math, nb::handle q_indptr, nb::handle mask, QueryLayout query_layout,
-                          TreeMask tree_mask, int q_len) {
+                          TreeMask tree_mask, int q_len, nb::handle q_scale, nb::handle kv_device_scale) {
   Input q_t = input_tensor(q, "q");
   Input kv_t = input_tensor(kv_cache, "kv_cache");
   Input table_t = input_tensor(block_table, "block_table");
@@ -65,9 +66,13 @@ unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_ta
   Output lse_t = optional_output(lse, "lse");
   Input indptr_t = optional_input(q_indptr, "q_indptr");
   Input mask_t = optional_input(mask, "mask");
-  const DecodeShape shape =
-      shape_from_q(q_t.view, indptr_t.view, kv_format, causal, query_layout, tree_mask, q_len);
+  Input q_scale_t = optional_input(q_scale, "q_scale");
+  Input kv_scale_t = optional_input(kv_device_scale, "kv_device_scale");
+  DecodeShape shape = shape_from_q(q_t.view, indptr_t.view, kv_format, causal, query_layout, tree_mask, q_len);
+  shape.device_scales = kv_scale_t.view.defined();
   DecodeArgs args;
+  args.q_scale = q_scale_t.view;
+  args.kv.device_scale = kv_scale_t.view;
   args.q = q_t.view;
   args.kv.data = kv_t.view;
   args.kv.format = kv_format;
@@ -222,12 +227,14 @@ void register_reference(nb::module_& m) {
           "cache_seqlens"_a.none(), "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a,
           "kv_scale"_a = 1.0f, "causal"_a = true, "fp8_math"_a = Fp8Math::kOff, "q_indptr"_a = nb::none(),
           "mask"_a = nb::none(), "query_layout"_a = QueryLayout::kUniform, "tree_mask"_a = TreeMask::kNone,
-          "q_len"_a = 0,
+          "q_len"_a = 0, "q_scale"_a = nb::none(), "kv_device_scale"_a = nb::none(),
           "Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU "
           "tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or "
           "float32) are required here. The shape comes from q: [b, s_q, h_q, 576], or with query_layout ragged "
           "[total_q, h_q, 576] and b = len(q_indptr) - 1, q_len (the most tokens of a request; 0: "
-          "min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a tree mask)). Returns the "
+          "min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a tree mask)). kv_device_scale: the fp8_e4m3 "
+          "cache's scale as a float32 tensor of one element (the GPU's device-held scale; kv_scale is then ignored); "
+          "q_scale: with a float8_e4m3fn query (which needs kv_device_scale), value = code * q_scale[0]. Returns the "
           "device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it "
           "guards are NaN. Raises ValueError / TypeError for bad arguments.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),

@@ -108,7 +108,9 @@ def test_sglang_install_before_the_backend_is_imported_patches_it_at_import(tmp_
         assert again.flash_mla_with_kvcache.__module__ == "sgl_kernel.flash_mla"
 
 
-def test_sglang_fp8_decode_raises_not_implemented_naming_what_is_missing(tmp_path):
+def test_sglang_fp8_decode_passes_every_argument_check(tmp_path):
+    # SGLang's FP8 path (e4m3 query, 576-byte e4m3 cache, descale_q / descale_k) is accepted: on the CPU it
+    # stops only at the CUDA check (the GPU suite runs it).
     with use_engine_tree(tmp_path, "sglang"):
         sglang_mla.install()
         backend = importlib.import_module(SGLANG_BACKEND)
@@ -116,7 +118,7 @@ def test_sglang_fp8_decode_raises_not_implemented_naming_what_is_missing(tmp_pat
         engine = backend.FlashMLABackend(num_q_heads=16, is_fp8_kvcache=True)
         engine.forward_metadata = (x.md, x.ns, x.block_table)
         for k_scale in (None, torch.full((), 0.5)):
-            with pytest.raises(NotImplementedError, match="FP8.*descale_q / descale_k from device memory"):
+            with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
                 engine.forward_decode(x.q.view(2, -1), x.k_cache, x.seqlens, 2, 0.1, k_scale=k_scale)
 
 
@@ -169,14 +171,15 @@ def test_vllm_install_patches_the_backend_and_the_gate_read_at_call_time(tmp_pat
             with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
                 impl._forward_decode(x.q, x.k_cache[:, :, 0], x.block_table, x.seqlens, scheduler, x.layer)
 
-        with pytest.raises(NotImplementedError, match="get_mla_metadata_dense_fp8: per-tensor FP8"):
-            backend.get_mla_metadata_dense_fp8(x.seqlens, 16, 1)  # the builder's FP8 call (GPU test: the builder)
+        # The FP8 calls reach the decode (on the CPU: the CUDA check; the GPU suite runs them).
+        with pytest.raises(ValueError, match=f"cache_seqlens: {CPU_TENSOR}"):
+            backend.get_mla_metadata_dense_fp8(x.seqlens, 16, 1)  # the builder's FP8 call
         fp8 = backend.FlashMLAImpl(scale=0.1, kv_cache_dtype="fp8")
         scheduler = types.SimpleNamespace(tile_scheduler_metadata=x.md, num_splits=x.ns)
         cache = torch.zeros(4, 64, 576, dtype=torch.float8_e4m3fn)
-        with pytest.raises(NotImplementedError, match="flash_mla_with_kvcache_fp8: per-tensor FP8"):
+        with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
             fp8._forward_decode(x.q.to(torch.float8_e4m3fn), cache, x.block_table, x.seqlens, scheduler, x.layer)
-        with pytest.raises(NotImplementedError, match="flash_mla_with_kvcache_fp8_q16: per-tensor FP8"):
+        with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
             fp8._forward_decode_fp8_q16(x.q, cache, x.block_table, x.seqlens, scheduler, x.layer)
 
         platform.capability = platform.capability._replace(major=7, minor=5)
@@ -300,39 +303,57 @@ def test_descales_are_accepted_both_or_neither_and_never_read():
         flash_mla_with_kvcache_vendored_order(*args, 0.1, True, one, one)
 
 
-@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
-def test_fp8_queries_raise_not_implemented_before_any_cuda_call(dtype):
+def test_fp8_queries_need_the_per_tensor_cache_and_descale_q():
     x = _cpu_inputs()
-    q = x.q.to(getattr(torch, dtype))
+    fp8_cache = _cpu_inputs(cache_dtype=torch.float8_e4m3fn).k_cache
+    one = torch.ones(1)
     for meta in (x.md, flash_mla.get_mla_metadata()[0]):
-        with pytest.raises(NotImplementedError, match=f"q: an FP8 \\({dtype}\\) query: per-tensor FP8 KV"):
-            flash_mla.flash_mla_with_kvcache(q, x.k_cache, x.block_table, x.seqlens, 512, meta, None,
-                                             descale_q=torch.ones(1), descale_k=torch.ones(1))
+        with pytest.raises(TypeError, match="q: a float8_e4m3fn query needs a 576-byte per-tensor e4m3 k_cache"):
+            flash_mla.flash_mla_with_kvcache(x.q.to(torch.float8_e4m3fn), x.k_cache, x.block_table, x.seqlens, 512,
+                                             meta, None, descale_q=one, descale_k=one)
+        with pytest.raises(TypeError, match="q: expected dtype bfloat16, float16 or float8_e4m3fn, got float8_e5m2"):
+            flash_mla.flash_mla_with_kvcache(x.q.to(torch.float8_e5m2), fp8_cache, x.block_table, x.seqlens, 512,
+                                             meta, None, descale_q=one, descale_k=one)
+        with pytest.raises(ValueError, match="descale_k: FlashMLA takes descale_q and descale_k together"):
+            flash_mla.flash_mla_with_kvcache(x.q.to(torch.float8_e4m3fn), fp8_cache, x.block_table, x.seqlens, 512,
+                                             meta, None, descale_q=one)
+        with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):  # every check passed but the device
+            flash_mla.flash_mla_with_kvcache(x.q.to(torch.float8_e4m3fn), fp8_cache, x.block_table, x.seqlens, 512,
+                                             meta, None, descale_q=one, descale_k=one)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "float8_e4m3fn"])
-def test_a_576_byte_cache_raises_not_implemented(dtype):
+def test_a_576_byte_cache_is_per_tensor_fp8_and_needs_descale_k(dtype):
     x = _cpu_inputs(cache_dtype=getattr(torch, dtype))
-    with pytest.raises(NotImplementedError, match=f"k_cache: a 576-byte {dtype} cache: per-tensor FP8 KV"):
+    with pytest.raises(ValueError, match="descale_k: required for a 576-byte per-tensor e4m3 k_cache"):
         flash_mla.flash_mla_with_kvcache(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns)
+    with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
+        flash_mla.flash_mla_with_kvcache(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns,
+                                         descale_q=torch.ones(1), descale_k=torch.ones(1))
     with pytest.raises(ValueError, match="k_cache: is_fp8_kvcache=True expects FlashMLA's 656-byte layout"):
         flash_mla.flash_mla_with_kvcache(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns,
                                          is_fp8_kvcache=True)
 
 
-def test_vllms_fp8_entry_points_raise_not_implemented():
+def test_vllms_fp8_entry_points_check_their_arguments():
     x = _cpu_inputs(cache_dtype=torch.float8_e4m3fn)
-    calls = {
-        "get_mla_metadata_dense_fp8": lambda: flash_mla.get_mla_metadata_dense_fp8(x.seqlens, 16, 1),
-        "flash_mla_with_kvcache_fp8": lambda: flash_mla.flash_mla_with_kvcache_fp8(
-            x.q.to(torch.float8_e4m3fn), x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, 0.1, True,
-            descale_q=torch.ones(1), descale_k=torch.ones(1)),
-        "flash_mla_with_kvcache_fp8_q16": lambda: flash_mla.flash_mla_with_kvcache_fp8_q16(
-            x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, torch.ones(1), softmax_scale=0.1, causal=True),
-    }
-    for name, call in calls.items():
-        with pytest.raises(NotImplementedError, match=f"{name}: per-tensor FP8 KV.*read descale_q / descale_k"):
-            call()
+    q8, one = x.q.to(torch.float8_e4m3fn), torch.ones(1)
+    with pytest.raises(ValueError, match=f"cache_seqlens: {CPU_TENSOR}"):
+        flash_mla.get_mla_metadata_dense_fp8(x.seqlens, 16, 1)
+    fp8 = flash_mla.flash_mla_with_kvcache_fp8
+    with pytest.raises(ValueError, match="descale_q: flash_mla_with_kvcache_fp8 requires descale_q and descale_k"):
+        fp8(q8, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, 0.1, True, descale_k=one)
+    with pytest.raises(TypeError, match="q: expected dtype float8_e4m3fn for flash_mla_with_kvcache_fp8, got bfloat16"):
+        fp8(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, 0.1, True, descale_q=one, descale_k=one)
+    with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
+        fp8(q8, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, 0.1, True, descale_q=one, descale_k=one)
+    q16 = flash_mla.flash_mla_with_kvcache_fp8_q16
+    with pytest.raises(TypeError, match="q: expected dtype bfloat16 or float16 for flash_mla_with_kvcache_fp8_q16"):
+        q16(q8, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, one, softmax_scale=0.1, causal=True)
+    with pytest.raises(TypeError, match="descale_k: expected a torch.Tensor"):
+        q16(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, 0.5, softmax_scale=0.1, causal=True)
+    with pytest.raises(ValueError, match=f"q: {CPU_TENSOR}"):
+        q16(x.q, x.k_cache, x.block_table, x.seqlens, 512, x.md, x.ns, one, softmax_scale=0.1, causal=True)
 
 
 def test_get_mla_metadata_takes_every_keyword_flashmla_has_had():

@@ -51,7 +51,7 @@ def test_deepseek_grid_bf16_old_style(b, s_q, h_q):
                                                     num_splits, softmax_scale=scale, causal=causal)
         assert out.shape == (b, s_q, h_q, 512) and out.dtype == torch.bfloat16
         assert lse.shape == (b, h_q, s_q) and lse.dtype == torch.float32 and lse.is_contiguous()
-        ref_out, ref_lse = torch_mla.reference(torch, q, paged, scale, causal)
+        ref_out, ref_lse = torch_mla.reference(torch, q, paged, scale, causal, flashmla_lse=True)
         torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse, what=f"layer {layer}")
 
 
@@ -67,7 +67,7 @@ def test_current_style_scheduler_object(kv_format, q_dtype, b, s_q, h_q):
         q, paged.cache, paged.block_table, paged.seqlens, 512, sched, None, causal=True,
         is_fp8_kvcache=kv_format == "fp8_ds_mla"))
     assert sched.have_initialized and sched.config.h_q == h_q
-    ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, True)  # FlashMLA's default scale
+    ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, True, flashmla_lse=True)  # FlashMLA's default scale
     torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse)
     with pytest.raises(ValueError, match="tile_scheduler_metadata"):  # same object, other shape
         flash_mla.flash_mla_with_kvcache(q[:, :, : h_q // 2].contiguous(), paged.cache, paged.block_table,
@@ -82,22 +82,22 @@ def test_new_lengths_need_new_metadata_and_are_then_planned():
         paged.seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))  # in place, same tensor
         md, ns = flash_mla.get_mla_metadata(paged.seqlens, 16, 1)
         out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
-        ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, False, lengths)
+        ref_out, ref_lse = torch_mla.reference(torch, q, paged, 576 ** -0.5, False, lengths, flashmla_lse=True)
         torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse, what=str(lengths))
 
 
-def test_empty_requests_lse_minus_inf_or_flashmla_plus_inf():
+def test_empty_requests_lse_flashmla_plus_inf_or_minus_inf():
     paged = torch_mla.make_paged(torch, "bf16", [0, 70, 0], seed=4)
     q = torch_mla.random_q(torch, 3, 1, 16, torch.bfloat16, seed=4)
     md, ns = flash_mla.get_mla_metadata(paged.seqlens, 16, 1)
     out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
-    assert torch.all(out[[0, 2]] == 0) and torch.all(torch.isneginf(lse[[0, 2]]))
+    assert torch.all(out[[0, 2]] == 0) and torch.all(torch.isposinf(lse[[0, 2]])) and torch.all(torch.isfinite(lse[1]))
     try:
-        flash_mla.set_empty_lse("+inf")
-        out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
-        assert torch.all(torch.isposinf(lse[[0, 2]])) and torch.all(torch.isfinite(lse[1]))
-    finally:
         flash_mla.set_empty_lse("-inf")
+        out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns)
+        assert torch.all(torch.isneginf(lse[[0, 2]])) and torch.all(torch.isfinite(lse[1]))
+    finally:
+        flash_mla.set_empty_lse("+inf")
 
 
 def test_bad_arguments_name_themselves():

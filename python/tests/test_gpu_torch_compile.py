@@ -40,7 +40,7 @@ def test_compiled_decode_matches_eager_and_the_reference(s_q):
     out, lse = _compiled(step)(q, paged.cache, paged.block_table, paged.seqlens)
     eager_out, eager_lse = step(q, paged.cache, paged.block_table, paged.seqlens)
     assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse)
-    ref_out, ref_lse = torch_mla.reference(torch, q, paged, SCALE, True)
+    ref_out, ref_lse = torch_mla.reference(torch, q, paged, SCALE, True, flashmla_lse=True)
     torch_mla.assert_close(torch, out, lse, ref_out, ref_lse)
 
 
@@ -149,7 +149,7 @@ def test_compiled_flash_mla_drop_in():
     out, lse = _compiled(attend)(q, paged.cache, paged.block_table, paged.seqlens)
     eager_out, eager_lse = attend(q, paged.cache, paged.block_table, paged.seqlens)
     assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse)
-    ref_out, ref_lse = torch_mla.reference(torch, q, paged, SCALE, True)
+    ref_out, ref_lse = torch_mla.reference(torch, q, paged, SCALE, True, flashmla_lse=True)
     torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse)
 
 

@@ -24,9 +24,11 @@ class Paged:
     kv_format: str
 
 
-def make_paged(torch, kv_format: str, lengths, seed: int = 0, extra_pages: int = 2, page_capacity: int = 0) -> Paged:
+def make_paged(torch, kv_format: str, lengths, seed: int = 0, extra_pages: int = 2, page_capacity: int = 0,
+               kv_scale: float = 1.0) -> Paged:
     """A cache holding len(lengths) requests. page_capacity > 0 makes every block-table row that
-    wide (room to grow, for graph tests), with the extra pages allocated too."""
+    wide (room to grow, for graph tests), with the extra pages allocated too. kv_format "fp8_e4m3":
+    576 e4m3 codes per token (uint8), value = code * kv_scale."""
     rng = np.random.default_rng(seed)
     lengths = [int(n) for n in lengths]
     pages_per = [max(-(-n // PAGE), page_capacity) for n in lengths]
@@ -50,25 +52,34 @@ def make_paged(torch, kv_format: str, lengths, seed: int = 0, extra_pages: int =
         tokens[~valid.reshape(-1)] = 0x7F  # e4m3 NaN latent; scales 0x7F7F7F7F
         values = openmla.fp8.ds_mla_decode(tokens).reshape(num_pages, PAGE, 576)
         cache = torch.from_numpy(tokens.reshape(num_pages, PAGE, 1, 656))
+    elif kv_format == "fp8_e4m3":
+        tokens = openmla.fp8.e4m3_encode_scaled(np.concatenate([latent, rope], axis=-1).reshape(-1, 576), kv_scale)
+        tokens[~valid.reshape(-1)] = 0x7F  # e4m3 NaN
+        values = openmla.fp8.e4m3_to_float(tokens).reshape(num_pages, PAGE, 576) * np.float32(kv_scale)
+        cache = torch.from_numpy(tokens.reshape(num_pages, PAGE, 1, 576))
     else:
         dtype = torch.bfloat16 if kv_format == "bf16" else torch.float16
         cache = torch.from_numpy(np.concatenate([latent, rope], axis=-1)).to(dtype)
         values = cache.float().numpy()
         cache = cache.unsqueeze(2)
     values = np.where(valid[..., None], values, np.nan).astype(np.float32)
-    cache[torch.from_numpy(~valid)] = 0x7F if kv_format == "fp8_ds_mla" else float("nan")
+    cache[torch.from_numpy(~valid)] = 0x7F if kv_format.startswith("fp8") else float("nan")
     return Paged(cache.cuda(), torch.from_numpy(values).cuda(), torch.from_numpy(table).cuda(),
                  torch.tensor(lengths, dtype=torch.int32, device="cuda"), kv_format)
 
 
-def reference(torch, q, paged: Paged, scale: float, causal: bool, seqlens: Optional[list] = None):
-    """float32 attention: out [b, s_q, h, 512], lse [b, s_q, h] (length 0: out 0, lse -inf)."""
+def reference(torch, q, paged: Paged, scale: float, causal: bool, seqlens: Optional[list] = None,
+              q_scale: float = 1.0, flashmla_lse: bool = False):
+    """float32 attention: out [b, s_q, h, 512], lse [b, s_q, h] (length 0: out 0, lse -inf, or +inf
+    with flashmla_lse, as FlashMLA and openmla.flash_mla return it). A float8 q is read as code *
+    q_scale."""
     b, s_q, h, _ = q.shape
     lengths = paged.seqlens.tolist() if seqlens is None else seqlens
     table = paged.block_table.cpu()
     out = torch.zeros((b, s_q, h, 512), dtype=torch.float32, device=q.device)
-    lse = torch.full((b, s_q, h), float("-inf"), dtype=torch.float32, device=q.device)
-    qf = q.float()
+    lse = torch.full((b, s_q, h), float("inf") if flashmla_lse else float("-inf"), dtype=torch.float32,
+                     device=q.device)
+    qf = q.float() * q_scale if q.element_size() == 1 else q.float()
     for r, n in enumerate(lengths):
         if n == 0:
             continue

@@ -15,7 +15,7 @@
 #include "kernels/common/combine.h"
 #include "kernels/common/device_facts.h"
 #include "kernels/common/plan_kernel.h"
-#include "kernels/common/scaled_query_launch.h"
+#include "kernels/common/fp8_query_launch.h"
 #include "kernels/common/workspace.h"
 #include "kernels/portable/decode/launch.h"
 #include "openmla/testing.h"
@@ -64,16 +64,16 @@ Backend resolve_backend(Backend requested, const DecodeShape& shape, const kerne
 
 bool is_bf16(DType t) { return t == DType::kBFloat16; }
 
-// The shape as the decode kernels see it: an e4m3 query reaches them as the bf16 scaled query (scaled_query.cu).
+// The shape as the decode kernels see it: an e4m3 query reaches them widened to bf16 (fp8_query.cu).
 DecodeShape kernel_shape(const DecodeShape& shape) {
   DecodeShape k = shape;
   if (k.q_dtype == DType::kFloat8E4M3) k.q_dtype = DType::kBFloat16;
   return k;
 }
 
-// Elements of the scaled query (device-held scales): every query row a plan can be given, b * q_len tokens.
-size_t scaled_query_elems(const DecodeShape& shape) {
-  if (!shape.device_scales) return 0;
+// Elements of the widened e4m3 query in the workspace: every query row a plan can be given, b * q_len tokens.
+size_t widened_query_elems(const DecodeShape& shape) {
+  if (shape.q_dtype != DType::kFloat8E4M3) return 0;
   return static_cast<size_t>(shape.batch_size) * shape.q_len * shape.num_heads * kHeadDimQK;
 }
 
@@ -172,7 +172,7 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   const int m_tiles = (rows + rows_per_cta - 1) / rows_per_cta;
   num_parts_ = options.num_parts > 0 ? options.num_parts : kernels::choose_num_parts(facts.sm_count, ctas_per_sm, m_tiles);
   workspace_bytes_ =
-      kernels::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_, scaled_query_elems(shape)).bytes;
+      kernels::carve_decode_workspace(nullptr, shape.batch_size, rows, num_parts_, widened_query_elems(shape)).bytes;
   launch_ = std::move(launch);
 }
 
@@ -181,7 +181,7 @@ void DecodePlan::plan(const TensorView& cache_seqlens, void* workspace, size_t w
   detail::validate_seqlens(cache_seqlens, shape_.batch_size, DeviceType::kCUDA, device_);
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const auto ws = kernels::carve_decode_workspace(workspace, shape_.batch_size, rows_, num_parts_,
-                                                 scaled_query_elems(shape_));
+                                                 widened_query_elems(shape_));
   OPENMLA_CUDA_CHECK(kernels::launch_plan(static_cast<const int*>(cache_seqlens.data), shape_.batch_size,
                                           num_parts_, launch_->split(), static_cast<kernels::SplitPart*>(ws.parts),
                                           static_cast<kernels::RequestSplit*>(ws.request_splits), stream));
@@ -192,7 +192,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   detail::validate_workspace(workspace, workspace_bytes, workspace_bytes_);
   const int rows = rows_;
   const auto ws =
-      kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_, scaled_query_elems(shape_));
+      kernels::carve_decode_workspace(workspace, shape_.batch_size, rows, num_parts_, widened_query_elems(shape_));
 
   kernels::DecodeParams p{};
   p.batch = shape_.batch_size;
@@ -203,7 +203,7 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.causal = shape_.causal && shape_.q_len > 1;
   // Per-tensor FP8: the kernel works on the raw e4m3 values; the cache scale multiplies every
   // score (folded into the softmax scale) and every output (out_scale). Exact for any scale.
-  // A device-held scale instead goes into the scaled query and, on the device, into the output (out_descale).
+  // Device-held scales are read by the kernels instead (kv_descale, q_descale below).
   const double kv_scale = shape_.kv_format == KVFormat::kFP8E4M3 && !shape_.device_scales
                               ? static_cast<double>(args.kv.scale)
                               : 1.0;
@@ -244,32 +244,25 @@ void DecodePlan::run(const DecodeArgs& args, void* workspace, size_t workspace_b
   p.o_partial_scale = ws.o_partial_scale;
   p.lse_partial = ws.lse_partial;
   p.error_word = ws.error_word;
-  p.out_descale = nullptr;
-  if (shape_.device_scales) {
-    // The decode kernels read the scaled query: dense [tokens, h_q, 576] in the kernel's 16-bit type.
-    kernels::ScaledQueryParams sq{};
-    sq.q = args.q.data;
-    sq.input = args.q.dtype == DType::kFloat8E4M3 ? kernels::ScaledQueryInput::kE4M3
-               : is_bf16(args.q.dtype)            ? kernels::ScaledQueryInput::kBFloat16
-                                                  : kernels::ScaledQueryInput::kFloat16;
-    sq.out_bf16 = args.q.dtype != DType::kFloat16;
-    sq.num_tokens = ragged ? args.q.shape[0] : static_cast<int64_t>(shape_.batch_size) * shape_.q_len;
-    sq.tokens_per_request = ragged ? 1 : shape_.q_len;
-    sq.heads = shape_.num_heads;
-    sq.stride_request = args.q.strides[0];
-    sq.stride_token = args.q.strides[token_dim];
-    sq.stride_head = args.q.strides[token_dim + 1];
-    sq.q_scale = args.q_scale.defined() ? static_cast<const float*>(args.q_scale.data) : nullptr;
-    sq.kv_scale = static_cast<const float*>(args.kv.device_scale.data);
-    sq.out = ws.scaled_query;
-    sq.error_word = ws.error_word;
-    kernels::launch_scaled_query(sq, stream);
+  p.kv_descale = shape_.device_scales ? static_cast<const float*>(args.kv.device_scale.data) : nullptr;
+  p.q_descale = args.q_scale.defined() ? static_cast<const float*>(args.q_scale.data) : nullptr;
+  if (shape_.q_dtype == DType::kFloat8E4M3) {
+    // The kernels read the codes widened to bf16: dense [tokens, h_q, 576] in the workspace.
+    kernels::WidenFp8QueryParams wq{};
+    wq.q = static_cast<const uint8_t*>(args.q.data);
+    wq.num_tokens = ragged ? args.q.shape[0] : static_cast<int64_t>(shape_.batch_size) * shape_.q_len;
+    wq.tokens_per_request = ragged ? 1 : shape_.q_len;
+    wq.heads = shape_.num_heads;
+    wq.stride_request = args.q.strides[0];
+    wq.stride_token = args.q.strides[token_dim];
+    wq.stride_head = args.q.strides[token_dim + 1];
+    wq.out = static_cast<uint16_t*>(ws.widened_query);
+    kernels::launch_widen_fp8_query(wq, stream);
     const int64_t row = static_cast<int64_t>(shape_.num_heads) * kHeadDimQK;
-    p.q = ws.scaled_query;
+    p.q = ws.widened_query;
     p.q_stride_b = ragged ? row : row * shape_.q_len;
     p.q_stride_s = row;
     p.q_stride_h = kHeadDimQK;
-    p.out_descale = sq.kv_scale;
   }
 
   // The partial rows' format: the stored configuration's, for this call's block-table width. Both the decode

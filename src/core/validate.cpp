@@ -314,8 +314,8 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
   check_last_stride_one(q, "q");
   check_non_negative_strides(q, "q");
   check_row_alignment(q, "q");
-  if (shape.device_scales && ragged && total_q > b * s_q)
-    fail_arg("q", concat("total_q <= b * q_len = ", b * s_q, " with device_scales (the scaled query's workspace)"),
+  if (shape.q_dtype == DType::kFloat8E4M3 && ragged && total_q > b * s_q)
+    fail_arg("q", concat("total_q <= b * q_len = ", b * s_q, " for float8_e4m3 queries (the widened query's workspace)"),
              concat("total_q ", total_q));
   if (shape.q_dtype == DType::kFloat8E4M3) {
     check_scale_tensor(args.q_scale, "q_scale", expected_device, device_id);

@@ -266,7 +266,7 @@ class ReferenceDecoder {
   ReferenceDecoder(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math)
       : args_(args), shape_(shape), math_(math), kernels_(select_page_kernels()), q_scale_(scale_value(args.q_scale)) {}
 
-  // Device-held scales that are not finite and > 0 (kDeviceErrorScale): every request that sees a key gets NaN.
+  // Device-held scales that are not finite and > 0 (kDeviceErrorScale): every request with keys gets NaN rows.
   bool bad_scales() const {
     return (args_.q_scale.defined() && !valid_scale(q_scale_)) ||
            (args_.kv.device_scale.defined() && !valid_scale(scale_value(args_.kv.device_scale)));
@@ -484,7 +484,8 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) 
     throw Error(Status::kInvalidArgument, std::string("math: expected kOff, or kQkAndPv with an fp8_e4m3 cache, got ") +
                                               fp8_math_name(math) + " with " + kv_format_name(shape.kv_format));
   const ReferenceDecoder decoder(args, shape, math);
-  unsigned errors = kDeviceErrorNone;
+  // A bad device-held scale is flagged by every CTA that runs: whatever the lengths, as b >= 1.
+  unsigned errors = decoder.bad_scales() ? unsigned{kDeviceErrorScale} : kDeviceErrorNone;
   std::vector<DecodeTask> tasks;
   for (int r = 0; r < shape.batch_size; ++r) {
     const RequestQueries rq = decoder.queries(r);
@@ -498,8 +499,7 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) 
       for (int row = 0; row < rows; ++row) decoder.write_row(rq, row, nullptr, kNaN);
       continue;
     }
-    if (decoder.bad_scales() && decoder.request_length(r) > 0) {
-      errors |= kDeviceErrorScale;
+    if (decoder.bad_scales() && decoder.request_length(r) > 0) {  // NaN scores: no finite row
       for (int row = 0; row < rows; ++row) decoder.write_row(rq, row, nullptr, kNaN);
       continue;
     }

@@ -59,6 +59,8 @@ std::string DecodeCase::describe() const {
   if (q_log2_scale != 0) os << " q_scale=2^" << q_log2_scale;
   if (kv_log2_scale != 0) os << " kv_scale=2^" << kv_log2_scale;
   if (lse_flashmla_layout) os << " lse=[b,h_q,s_q]";
+  if (device_scales) os << " device_scales";
+  if (fp8_query) os << " q=e4m3";
   if (softmax_scale != 0.0f) os << " softmax_scale=" << softmax_scale;
   os << " seed=" << seed;
   return os.str();
@@ -72,6 +74,11 @@ DecodeArgs DecodeData::host_args() const {
   args.q = make_tensor(const_cast<uint16_t*>(q.data()), c.q_dtype, {b, s_q, h_q, kHeadDimQK});
   args.kv.format = c.kv_format;
   args.kv.scale = c.kv_fp8_scale;
+  if (c.device_scales) args.kv.device_scale = make_tensor(const_cast<float*>(&kv_scale), DType::kFloat32, {1});
+  if (c.fp8_query) {
+    args.q = make_tensor(const_cast<uint8_t*>(q_fp8.data()), DType::kFloat8E4M3, {b, s_q, h_q, kHeadDimQK});
+    args.q_scale = make_tensor(const_cast<float*>(&q_scale), DType::kFloat32, {1});
+  }
   args.kv.data = make_tensor_strided(const_cast<uint8_t*>(cache.data()), kv_dtype, {num_pages, kPageSize, 1, w},
                                      {page_stride_bytes / dtype_size(kv_dtype), w, w, 1});
   args.block_table = make_tensor(const_cast<int32_t*>(block_table.data()), DType::kInt32, {b, max_pages});
@@ -93,6 +100,9 @@ DecodeData make_decode_data(const DecodeCase& c) {
   d.shape.q_dtype = c.q_dtype;
   d.shape.kv_format = c.kv_format;
   d.shape.causal = c.causal;
+  d.shape.device_scales = c.device_scales;
+  if (c.fp8_query) d.shape.q_dtype = DType::kFloat8E4M3;
+  d.kv_scale = c.kv_fp8_scale;
   d.seqlens = c.seqlens;
 
   std::mt19937_64 rng(c.seed);
@@ -127,6 +137,16 @@ DecodeData make_decode_data(const DecodeCase& c) {
   for (uint16_t& bits : d.q) {
     const float x = std::ldexp(normal(rng), c.q_log2_scale);
     bits = c.q_dtype == DType::kFloat16 ? fp8::float_to_fp16(x) : fp8::float_to_bf16(x);
+  }
+  if (c.fp8_query) {  // per-tensor e4m3 as engines quantize a query: code = e4m3(q / scale)
+    auto value = [&](uint16_t bits) {
+      return c.q_dtype == DType::kFloat16 ? fp8::fp16_to_float(bits) : fp8::bf16_to_float(bits);
+    };
+    float amax = 0.0f;
+    for (uint16_t bits : d.q) amax = std::max(amax, std::fabs(value(bits)));
+    d.q_scale = c.q_fp8_scale != 0.0f ? c.q_fp8_scale : std::max(amax, 1e-6f) / fp8::kE4M3Max;
+    d.q_fp8.resize(d.q.size());
+    for (size_t i = 0; i < d.q.size(); ++i) d.q_fp8[i] = fp8::e4m3_from_float(value(d.q[i]) / d.q_scale);
   }
 
   // Cache: all bytes 0xFF first, which is NaN in every format (bf16/fp16 0xFFFF, e4m3 0xFF, float
@@ -229,7 +249,7 @@ CompareResult compare_decode(const DecodeData& data, const ReferenceResult& ref,
       first_mismatch = os.str();
     }
   };
-  const DType out_dtype = data.c.q_dtype;
+  const DType out_dtype = data.out_dtype();
   for (size_t k = 0; k < ref.out.size(); ++k)
     check_class(half_bits_to_double(out_bits[k], out_dtype), ref.out[k], static_cast<int64_t>(k), true);
   for (size_t k = 0; k < ref.lse.size(); ++k) check_class(lse[k], ref.lse[k], static_cast<int64_t>(k), false);

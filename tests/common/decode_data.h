@@ -36,6 +36,10 @@ struct DecodeCase {
   int q_log2_scale = 0;                // query N(0, 1) times 2^this (bf16: beyond fp16's range)
   int kv_log2_scale = 0;               // cache values (latent and rope, before quantization) times 2^this
   bool lse_flashmla_layout = false;    // lse as [b, h_q, s_q] (strided view)
+  bool device_scales = false;          // kFP8E4M3: kv_fp8_scale as a device-held tensor (DecodeShape::device_scales)
+  bool fp8_query = false;              // with device_scales: q as e4m3 codes of the random query, its scale
+                                       // amax / 448 held as a tensor too (value = code * scale); out is bf16
+  float q_fp8_scale = 0.0f;            // fp8_query: 0 = amax / 448, else this scale
   uint64_t seed = 1;
   std::string describe() const;        // "b=4 s_q=2 h_q=16 bf16 causal lens=[0,1,65]"
 };
@@ -48,6 +52,10 @@ struct DecodeData {
   int max_pages = 0;                   // block-table columns
   int64_t page_stride_bytes = 0;
   std::vector<uint16_t> q;             // bf16/fp16 bits, [b, s_q, h_q, 576]
+  std::vector<uint8_t> q_fp8;          // fp8_query: e4m3 codes of q, [b, s_q, h_q, 576]
+  float q_scale = 1.0f;                // fp8_query: value = code * q_scale
+  float kv_scale = 1.0f;               // device_scales: the cache scale (kv_fp8_scale), viewed as a tensor
+  DType out_dtype() const { return c.fp8_query ? DType::kBFloat16 : c.q_dtype; }
   std::vector<uint8_t> cache;          // num_pages * page_stride_bytes, NaN-poisoned where unused
   std::vector<int32_t> block_table;    // [b, max_pages], shuffled page ids
   std::vector<int32_t> seqlens;        // [b]

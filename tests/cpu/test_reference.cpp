@@ -8,7 +8,9 @@
 #include <ctime>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/decode_data.h"
@@ -516,6 +518,78 @@ TEST(Reference, LargeCaseIsFast) {
   EXPECT_EQ(ref.device_errors, 0u);
   // About 1.3 s of one AVX2 core; the bound leaves room for older cores and the 2-wide path.
   EXPECT_LT(cpu_seconds, 5.0) << "the oracle became too slow for the GPU test sweeps";
+}
+
+// Device-held FP8 scales (DecodeShape::device_scales) read by the reference from host tensors: the cache scale as a
+// tensor gives the host-float results bit for bit; an e4m3 query gives what its dequantized values give (exact in
+// bf16 under a power-of-two query scale).
+TEST(Reference, DeviceHeldScalesEqualHostScalesAndDequantizedQueries) {
+  DecodeCase c;
+  c.batch_size = 4;
+  c.q_len = 2;
+  c.num_heads = 16;
+  c.kv_format = KVFormat::kFP8E4M3;
+  c.kv_fp8_scale = 0.37f;
+  c.seqlens = {0, 2, 65, 300};
+  c.seed = 11;
+  const ReferenceResult host = run_reference(make_decode_data(c));
+  c.device_scales = true;
+  const ReferenceResult device = run_reference(make_decode_data(c));
+  ASSERT_EQ(host.out.size(), device.out.size());
+  for (size_t k = 0; k < host.out.size(); ++k) ASSERT_EQ(std::memcmp(&host.out[k], &device.out[k], 8), 0) << k;
+  for (size_t k = 0; k < host.lse.size(); ++k) ASSERT_EQ(std::memcmp(&host.lse[k], &device.lse[k], 8), 0) << k;
+
+  c.fp8_query = true;
+  c.q_fp8_scale = 0x1p-7f;  // every code * 2^-7 is a bf16 value
+  const DecodeData fp8 = make_decode_data(c);
+  DecodeCase plain = c;
+  plain.fp8_query = false;
+  DecodeData dequantized = make_decode_data(plain);
+  for (size_t k = 0; k < fp8.q_fp8.size(); ++k) {
+    const float v = fp8::e4m3_to_float(fp8.q_fp8[k]) * fp8.q_scale;
+    dequantized.q[k] = fp8::float_to_bf16(v);
+    ASSERT_EQ(fp8::bf16_to_float(dequantized.q[k]), v) << k;
+  }
+  const ReferenceResult a = run_reference(fp8), b = run_reference(dequantized);
+  int64_t finite = 0;
+  for (size_t k = 0; k < a.out.size(); ++k) {
+    ASSERT_EQ(std::memcmp(&a.out[k], &b.out[k], 8), 0) << k;
+    finite += std::isfinite(a.out[k]);
+  }
+  for (size_t k = 0; k < a.lse.size(); ++k) ASSERT_EQ(std::memcmp(&a.lse[k], &b.lse[k], 8), 0) << k;
+  EXPECT_GT(finite, 0);
+  // The query scale matters: another scale gives other scores.
+  DecodeData rescaled = fp8;
+  rescaled.q_scale *= 2.0f;
+  EXPECT_NE(run_reference(rescaled).lse[2 * 16], a.lse[2 * 16]);
+}
+
+// A device-held scale that is not finite and > 0: kDeviceErrorScale, NaN rows for every request that sees a key,
+// out 0 / lse -inf for empty ones (as the kernels: every score is NaN, an empty row weighs nothing).
+TEST(Reference, BadDeviceScalesGiveNanRowsAndTheScaleBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (bool bad_query_scale : {false, true})
+    for (float bad : {nan, 0.0f, -1.0f, inf}) {
+      DecodeCase c;
+      c.batch_size = 3;
+      c.num_heads = 8;
+      c.kv_format = KVFormat::kFP8E4M3;
+      c.device_scales = true;
+      c.fp8_query = bad_query_scale;
+      c.seqlens = {0, 5, 70};
+      DecodeData d = make_decode_data(c);
+      (bad_query_scale ? d.q_scale : d.kv_scale) = bad;
+      const ReferenceResult r = run_reference(d);
+      SCOPED_TRACE(std::string(bad_query_scale ? "q_scale " : "kv scale ") + std::to_string(bad));
+      EXPECT_EQ(r.device_errors, unsigned{kDeviceErrorScale});
+      for (int h = 0; h < 8; ++h) {
+        EXPECT_EQ(r.lse[h], -std::numeric_limits<double>::infinity());
+        EXPECT_EQ(r.out[h * kHeadDimV], 0.0);
+        EXPECT_TRUE(std::isnan(r.lse[8 + h]));
+        EXPECT_TRUE(std::isnan(r.lse[16 + h]));
+        EXPECT_TRUE(std::isnan(r.out[(16 + h) * kHeadDimV + 7]));
+      }
+    }
 }
 
 }  // namespace

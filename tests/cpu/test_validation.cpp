@@ -29,6 +29,7 @@ struct Fixture {
   std::vector<float> latent = std::vector<float>(n * kHeadDimV, 0.5f);
   std::vector<float> rope = std::vector<float>(n * kRopeDim, 0.25f);
   std::vector<int64_t> slots = {0, 65, -1};
+  float scales[2] = {0.5f, 0.25f};  // device-held scales (a query's, the cache's)
 
   DecodeShape shape;
   DecodeArgs args;
@@ -51,6 +52,21 @@ struct Fixture {
     write.cache = args.kv;
   }
 };
+
+// Per-tensor FP8 with device-held scales: an e4m3 cache (the bf16 cache's bytes), its scale as a tensor, and with
+// fp8_query an e4m3 query with its scale.
+void use_device_scales(Fixture& f, bool fp8_query) {
+  using F = Fixture;
+  f.shape.kv_format = f.args.kv.format = KVFormat::kFP8E4M3;
+  f.args.kv.data = make_tensor(f.cache.data(), DType::kUInt8, {F::pages, kPageSize, 1, kHeadDimQK});
+  f.shape.device_scales = true;
+  f.args.kv.device_scale = make_tensor(&f.scales[1], DType::kFloat32, {1});
+  if (fp8_query) {
+    f.shape.q_dtype = DType::kFloat8E4M3;
+    f.args.q = make_tensor(f.q.data(), DType::kFloat8E4M3, {F::b, F::s_q, F::h_q, kHeadDimQK});
+    f.args.q_scale = make_tensor(&f.scales[0], DType::kFloat32, {1});
+  }
+}
 
 enum class Entry { kDecodeShape, kDecodeArgs, kReferenceDecode, kWriteKV, kReferenceWriteKV };
 
@@ -99,6 +115,68 @@ std::vector<BadInput> bad_inputs() {
        {"shape.q_dtype", "got float32"}},
       {"kv_format_out_of_enum", Entry::kDecodeShape, [](F& f) { f.shape.kv_format = static_cast<KVFormat>(9); }, kInvalid,
        {"shape.kv_format", "9"}},
+      // ---- device-held FP8 scales
+      {"device_scales_bf16_cache", Entry::kDecodeShape, [](F& f) { f.shape.device_scales = true; }, kInvalid,
+       {"shape.device_scales", "false for kv format bf16", "got true"}},
+      {"e4m3_query_without_device_scales", Entry::kDecodeShape,
+       [](F& f) {
+         f.shape.kv_format = KVFormat::kFP8E4M3;
+         f.shape.q_dtype = DType::kFloat8E4M3;
+       },
+       kInvalid, {"shape.q_dtype", "device_scales", "got float8_e4m3 with kv format fp8_e4m3 and device_scales false"}},
+      {"e4m3_query_bf16_cache", Entry::kDecodeShape, [](F& f) { f.shape.q_dtype = DType::kFloat8E4M3; }, kInvalid,
+       {"shape.q_dtype", "kv format bf16"}},
+      {"device_scale_missing", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, false);
+         f.args.kv.device_scale = TensorView();
+       },
+       kInvalid, {"kv.device_scale", "plan has device_scales", "got an undefined view"}},
+      {"device_scale_without_plan", Entry::kReferenceDecode,
+       [](F& f) {
+         use_device_scales(f, false);
+         f.shape.device_scales = false;
+       },
+       kInvalid, {"kv.device_scale", "plan has no device_scales", "[1]"}},
+      {"device_scale_two_elements", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, false);
+         f.args.kv.device_scale = make_tensor(f.scales, DType::kFloat32, {2});
+       },
+       kInvalid, {"kv.device_scale", "one element", "got [2]"}},
+      {"device_scale_float16", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, false);
+         f.args.kv.device_scale.dtype = DType::kFloat16;
+       },
+       kInvalid, {"kv.device_scale", "float32", "got float16"}},
+      {"device_scale_on_cuda", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, true);
+         f.args.kv.device_scale.device = DeviceType::kCUDA;
+       },
+       kInvalid, {"kv.device_scale", "cuda:0"}},
+      {"device_scale_bf16_cache", Entry::kDecodeArgs,
+       [](F& f) { f.args.kv.device_scale = make_tensor(&f.scales[1], DType::kFloat32, {1}); }, kInvalid,
+       {"kv.device_scale", "kv format bf16", "[1]"}},
+      {"q_scale_missing", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, true);
+         f.args.q_scale = TensorView();
+       },
+       kInvalid, {"q_scale", "undefined view"}},
+      {"q_scale_with_bf16_query", Entry::kReferenceDecode,
+       [](F& f) {
+         use_device_scales(f, false);
+         f.args.q_scale = make_tensor(&f.scales[0], DType::kFloat32, {1});
+       },
+       kInvalid, {"q_scale", "bfloat16 query", "[1]"}},
+      {"e4m3_query_out_fp16", Entry::kDecodeArgs,
+       [](F& f) {
+         use_device_scales(f, true);
+         f.args.out.dtype = DType::kFloat16;
+       },
+       kInvalid, {"out", "bfloat16", "got float16"}},
       // ---- arguments of other query layouts and masks
       {"q_indptr_with_uniform_queries", Entry::kDecodeArgs,
        [](F& f) { f.args.q_indptr = make_tensor(f.seqlens.data(), DType::kInt32, {3}); }, kInvalid,
@@ -328,6 +406,15 @@ TEST(Validation, ValidCallsPass) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("q: expected a tensor on cuda:1, got a tensor on cpu:0"), std::string::npos)
         << e.what();
+  }
+  // Device-held scales, with a 16-bit and with an e4m3 query (whose out is bf16), on the device path and the reference.
+  for (bool fp8_query : {false, true}) {
+    Fixture g;
+    use_device_scales(g, fp8_query);
+    EXPECT_NO_THROW(detail::validate_decode_shape(g.shape));
+    EXPECT_NO_THROW(detail::validate_decode_args(g.args, g.shape, DeviceType::kCPU, 0));
+    g.args.out = make_tensor(g.out64.data(), DType::kFloat64, {2, 2, 16, kHeadDimV});
+    EXPECT_NO_THROW(reference::decode(g.args, g.shape));
   }
   // write_kv with n = 0 and null data is valid.
   f.write.kv_latent = make_tensor(nullptr, DType::kBFloat16, {0, 512});

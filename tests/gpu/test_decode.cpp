@@ -48,6 +48,7 @@ struct GpuDecodeResult {
 // Device copies of one case's inputs and outputs.
 struct DeviceCase {
   DeviceBuffer q, cache, block_table, seqlens, out, lse, workspace;
+  DeviceBuffer scales;  // device_scales: [q scale, kv scale]
 };
 
 DecodeArgs device_args(const DecodeData& d, DeviceCase& dc, int device) {
@@ -60,10 +61,12 @@ DecodeArgs device_args(const DecodeData& d, DeviceCase& dc, int device) {
   };
   a.q = to_device(a.q, dc.q.get());
   a.kv.data = to_device(a.kv.data, dc.cache.get());
+  if (a.q_scale.defined()) a.q_scale = to_device(a.q_scale, dc.scales.as<float>());
+  if (a.kv.device_scale.defined()) a.kv.device_scale = to_device(a.kv.device_scale, dc.scales.as<float>() + 1);
   a.block_table = to_device(a.block_table, dc.block_table.get());
   a.cache_seqlens = to_device(a.cache_seqlens, dc.seqlens.get());
   const int b = d.shape.batch_size, s = d.shape.q_len, h = d.shape.num_heads;
-  a.out = make_tensor(dc.out.get(), d.shape.q_dtype, {b, s, h, 512}, DeviceType::kCUDA, device);
+  a.out = make_tensor(dc.out.get(), d.out_dtype(), {b, s, h, 512}, DeviceType::kCUDA, device);
   if (d.c.lse_flashmla_layout) {
     a.lse = make_tensor_strided(dc.lse.get(), DType::kFloat32, {b, s, h}, {int64_t(h) * s, 1, s}, DeviceType::kCUDA,
                                 device);
@@ -75,7 +78,8 @@ DecodeArgs device_args(const DecodeData& d, DeviceCase& dc, int device) {
 
 DeviceCase upload_case(const DecodeData& d) {
   DeviceCase dc;
-  dc.q = upload(d.q);
+  dc.q = d.c.fp8_query ? upload(d.q_fp8) : upload(d.q);
+  dc.scales = upload(std::vector<float>{d.q_scale, d.kv_scale});
   dc.cache = upload(d.cache);
   dc.block_table = upload(d.block_table);
   dc.seqlens = upload(d.seqlens);
@@ -907,6 +911,113 @@ TEST(Decode, Fp8MathOptionRejectsWhatCannotRun) {
   EXPECT_THROW(make_plan(shape, opt), Error);
   opt.sm90_rows_per_cta = 64;
   EXPECT_NO_THROW(make_plan(shape, opt));
+}
+
+// ---- per-tensor FP8 with device-held scales (DecodeShape::device_scales) ----
+
+// An fp8_e4m3 case whose cache scale (and, with fp8_query, the e4m3 query's scale) live in device memory, as engines
+// hold k_scale / descale_q. Edge lengths; a non-power-of-two cache scale.
+DecodeCase device_scale_case(int q_len, int heads, bool fp8_query, DType q_dtype) {
+  DecodeCase c;
+  c.q_len = q_len;
+  c.num_heads = heads;
+  c.q_dtype = q_dtype;
+  c.kv_format = KVFormat::kFP8E4M3;
+  c.kv_fp8_scale = 0.37f;
+  c.device_scales = true;
+  c.fp8_query = fp8_query;
+  c.seqlens = {0, q_len, 17, 63, 64, 65, 200, 1000, 3000};
+  c.batch_size = static_cast<int>(c.seqlens.size());
+  c.seed = fresh_seed();
+  return c;
+}
+
+// Against the float64 reference on the same codes and scale values: 16-bit and e4m3 queries (an e4m3 query's codes
+// are widened to bf16 exactly, so the kernels multiply the very codes), decode and causal MTP, the narrow and wide
+// row counts, the automatic plan and 7 parts.
+TEST(Decode, DeviceHeldScalesMatchReference) {
+  for (bool fp8_query : {false, true})
+    for (int q_len : {1, 2})
+      for (int heads : {16, 128}) {
+        const DType q_dtype = !fp8_query && heads == 16 ? DType::kFloat16 : DType::kBFloat16;
+        expect_matches_reference_planned_and_split(device_scale_case(q_len, heads, fp8_query, q_dtype));
+      }
+}
+
+// A device-held scale that is not finite and > 0: NaN rows for the requests with keys, out 0 / lse -inf for the
+// empty one, kDeviceErrorScale; never a finite answer from a bad scale.
+TEST(Decode, BadDeviceHeldScalesPoisonRowsAndSetTheScaleBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (bool fp8_query : {false, true})
+    for (float bad : {nan, 0.0f, -2.0f, inf}) {
+      DecodeCase c = device_scale_case(1, 16, fp8_query, DType::kBFloat16);
+      SCOPED_TRACE(c.describe() + " bad scale " + std::to_string(bad));
+      DecodeData d = make_decode_data(c);
+      (fp8_query ? d.q_scale : d.kv_scale) = bad;
+      expect_data_matches_reference(d);
+    }
+}
+
+// One captured step (plan + run); each replay reads the scale tensors' current values, as an engine's graph does
+// when it updates k_scale / descale_q in place.
+TEST(Decode, DeviceHeldScalesChangeBetweenGraphReplays) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  for (bool fp8_query : {false, true}) {
+    DecodeCase c = device_scale_case(2, 64, fp8_query, DType::kBFloat16);
+    SCOPED_TRACE(c.describe());
+    DecodeData d = make_decode_data(c);
+    DecodePlan plan = make_plan(d.shape, {}, device);
+    DeviceCase dc = upload_case(d);
+    dc.workspace = DeviceBuffer(plan.workspace_bytes());
+    Stream stream;
+    DecodePlan::reset_device_errors(dc.workspace.get(), stream.get());
+    DecodeArgs a = device_args(d, dc, device);
+    cudaGraph_t graph;
+    OPENMLA_TEST_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    plan.plan(a.cache_seqlens, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+    plan.run(a, dc.workspace.get(), dc.workspace.bytes(), stream.get());
+    OPENMLA_TEST_CUDA(cudaStreamEndCapture(stream.get(), &graph));
+    cudaGraphExec_t exec;
+    OPENMLA_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<float> previous_lse;
+    for (float factor : {1.0f, 3.5f, 0.0625f}) {
+      DecodeData now = d;
+      now.kv_scale = d.kv_scale * factor;
+      if (fp8_query) now.q_scale = d.q_scale / factor / 2.0f;
+      const std::vector<float> scales = {now.q_scale, now.kv_scale};
+      OPENMLA_TEST_CUDA(cudaMemcpy(dc.scales.get(), scales.data(), 8, cudaMemcpyHostToDevice));
+      poison_outputs(dc);
+      OPENMLA_TEST_CUDA(cudaGraphLaunch(exec, stream.get()));
+      OPENMLA_TEST_CUDA(cudaStreamSynchronize(stream.get()));
+      GpuDecodeResult replay = read_results(d, dc);
+      CompareResult cmp = compare_decode(now, run_reference(now), replay.out, replay.lse);
+      EXPECT_TRUE(cmp.ok) << "factor " << factor << ": " << cmp.message;
+      EXPECT_NE(replay.lse, previous_lse) << "the replay did not see the new scales";
+      previous_lse = replay.lse;
+    }
+    EXPECT_EQ(DecodePlan::read_device_errors(dc.workspace.get(), stream.get()), 0u);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+// What device-held scales cannot run with: FP8 math (host-held scales only).
+TEST(Decode, DeviceHeldScalesRejectFp8Math) {
+  DecodeShape shape;
+  shape.batch_size = 2;
+  shape.num_heads = 16;
+  shape.kv_format = KVFormat::kFP8E4M3;
+  shape.device_scales = true;
+  PlanOptions opt;
+  opt.fp8_math = Fp8Math::kQkAndPv;
+  try {
+    make_plan(shape, opt);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("device_scales"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Decode, LargeBatchRandomLengths) {

@@ -102,6 +102,8 @@ DEVICE_ERROR_PLAN_MISMATCH: int = 32
 
 DEVICE_ERROR_QUERY_OFFSETS: int = 64
 
+DEVICE_ERROR_SCALE: int = 128
+
 def describe_device_errors(word: int) -> str:
     """
     A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).
@@ -225,7 +227,7 @@ class DecodeShape:
     Everything about a decode step that is fixed when planning: batch_size (b), q_len (s_q, 1 to MAX_QUERY_LEN), num_heads (h_q: 8, 16, 32, 64 or 128), q_dtype (bfloat16 or float16), kv_format, causal, query_layout and tree_mask. Checked when a DecodePlan is built (ValueError).
     """
 
-    def __init__(self, batch_size: int, num_heads: int, q_len: int = 1, q_dtype: DType = DType.bfloat16, kv_format: KVFormat = KVFormat.bf16, causal: bool = True, query_layout: QueryLayout = QueryLayout.uniform, tree_mask: TreeMask = TreeMask.none) -> None:
+    def __init__(self, batch_size: int, num_heads: int, q_len: int = 1, q_dtype: DType = DType.bfloat16, kv_format: KVFormat = KVFormat.bf16, causal: bool = True, query_layout: QueryLayout = QueryLayout.uniform, tree_mask: TreeMask = TreeMask.none, device_scales: bool = False) -> None:
         """A shape; the values are checked by DecodePlan."""
 
     @property
@@ -288,6 +290,15 @@ class DecodeShape:
     @tree_mask.setter
     def tree_mask(self, arg: TreeMask, /) -> None: ...
 
+    @property
+    def device_scales(self) -> bool:
+        """
+        fp8_e4m3 caches: the scales are float32 device tensors of one element (run()'s kv_device_scale, and q_scale for a float8_e4m3fn query), read on the device so CUDA graphs capture them; required for float8_e4m3fn queries (out is then bfloat16).
+        """
+
+    @device_scales.setter
+    def device_scales(self, arg: bool, /) -> None: ...
+
     def __repr__(self) -> str: ...
 
     def __eq__(self, other: object, /) -> bool:
@@ -332,9 +343,9 @@ class DecodePlan:
         Writes the step's split-KV schedule into the workspace from cache_seqlens (CUDA int32 [b]); one small kernel on `stream` (a cudaStream_t as int; None: the current stream of cache_seqlens' framework where it reports one through DLPack's C exchange API, as PyTorch does, else the legacy default stream), no host synchronisation. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included).
         """
 
-    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0, q_indptr: object | None = None, mask: object | None = None) -> None:
+    def run(self, q: object | None, kv_cache: object | None, block_table: object | None, cache_seqlens: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0, q_indptr: object | None = None, mask: object | None = None, q_scale: object | None = None, kv_device_scale: object | None = None) -> None:
         """
-        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for plan() (None: q's framework's current stream). QueryLayout.ragged: q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q] and q_indptr [b + 1] int32. With a TreeMask: mask, int64 rows in its layout. All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths, offsets or page ids in device memory give NaN rows and set the device error word.
+        One layer's attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype); kv_cache [num_pages, 64, (1,) W] (kv_format); block_table [b, max_pages] int32; cache_seqlens [b] int32 (the tensor plan() saw); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides); kv_scale: per-tensor scale of an fp8_e4m3 cache; stream as for plan() (None: q's framework's current stream). QueryLayout.ragged: q [total_q, h_q, 576], out [total_q, h_q, 512], lse [total_q, h_q] and q_indptr [b + 1] int32. With a TreeMask: mask, int64 rows in its layout. shape.device_scales: kv_device_scale, the fp8_e4m3 cache's scale as a float32 tensor of one element (kv_scale is then ignored), and with a float8_e4m3fn q, q_scale likewise (out is bfloat16). All CUDA tensors on the plan's device. Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad lengths, offsets or page ids in device memory give NaN rows and set the device error word.
         """
 
     @staticmethod

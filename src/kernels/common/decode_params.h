@@ -65,10 +65,11 @@ struct DecodeParams {
   // The query's head count h_q. num_heads above is the row layout's, a power of two >= 8: the general-query
   // variant pads any h_q in 1..128 up to it (rows of padding heads are neither read nor written); elsewhere equal.
   int heads;
-  // Per-tensor FP8 with device-held scales (DecodeShape::device_scales): the cache's scale, read on the device, one
-  // more factor on every output (output_scale, segment.cuh); its share of the scores is already in q (the scaled
-  // query, scaled_query.cu). nullptr otherwise. Only the e4m3 instantiations read it.
-  const float* out_descale;
+  // Per-tensor FP8 with device-held scales (DecodeShape::device_scales): the cache's scale and an e4m3 query's (or
+  // nullptr), read on the device (call_scales, segment.cuh); the scores take both, the outputs the cache's. nullptr
+  // otherwise. Only the e4m3 instantiations read them.
+  const float* kv_descale;
+  const float* q_descale;
 };
 
 }  // namespace openmla::kernels

@@ -26,12 +26,27 @@ __device__ __forceinline__ int64_t lse_offset(const DecodeParams& p, int req, in
   return req * p.lse_stride_b + qi * p.lse_stride_s + head * p.lse_stride_h;
 }
 
-// The factor on every output of a call: out_scale, times the device-held cache scale where the call has one (only
-// e4m3 caches can; the other instantiations never read the pointer).
+// Per-tensor FP8 with device-held scales (DecodeParams::kv_descale): the factors a call's scores and outputs take on
+// top of the host-known softmax and output scales. Read once per CTA after the grid-dependency wait (a preceding
+// kernel may write them); 1 for every other call and for the instantiations of other kinds, which never read the
+// pointers. A scale that is not finite and > 0 makes both NaN, so every row that sees a key comes out NaN, and
+// thread 0 of each CTA that runs flags it.
+struct CallScales {
+  float score = 1.f;
+  float out = 1.f;
+};
 template <int kKind>
-__device__ __forceinline__ float output_scale(const DecodeParams& p) {
-  if constexpr (kKind == kKvE4M3) return p.out_descale != nullptr ? p.out_scale * *p.out_descale : p.out_scale;
-  return p.out_scale;
+__device__ __forceinline__ CallScales call_scales(const DecodeParams& p) {
+  if constexpr (kKind == kKvE4M3) {
+    if (p.kv_descale != nullptr) {
+      const float kv = *p.kv_descale;
+      const float q = p.q_descale != nullptr ? *p.q_descale : 1.f;
+      if (isfinite(kv) && kv > 0.f && isfinite(q) && q > 0.f) return {q * kv, kv};
+      if (threadIdx.x == 0) atomicOr(p.error_word, kDeviceErrorScale);
+      return {NAN, NAN};
+    }
+  }
+  return {};
 }
 
 // A row's LSE (natural log) from its scaled running max and its sum of weights l: -inf when no key

@@ -19,7 +19,7 @@ int max_partials(int batch_size, int num_parts) noexcept {
 }
 
 DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts,
-                                       size_t scaled_query_elems) {
+                                       size_t widened_query_elems) {
   // Counting mode (base == nullptr) and carving share this code, so size and layout cannot differ.
   DecodeWorkspace ws;
   size_t offset = 0;
@@ -36,7 +36,7 @@ DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int
   ws.o_partial = take(sizeof(float) * slots * static_cast<size_t>(rows) * 512);  // room for either format
   ws.o_partial_scale = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * kPartialBlocks));
   ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));
-  ws.scaled_query = take(sizeof(uint16_t) * scaled_query_elems);
+  ws.widened_query = take(sizeof(uint16_t) * widened_query_elems);
   ws.bytes = align_up(offset, 256);
   return ws;
 }

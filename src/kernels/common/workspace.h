@@ -19,10 +19,10 @@ struct DecodeWorkspace {
   void* o_partial = nullptr;        // [max_partials, rows, 512] fp32, or fp16 (partial_rows.h)
   float* o_partial_scale = nullptr; // [max_partials, rows, 8] (fp16 rows)
   float* lse_partial = nullptr;     // [max_partials, rows]
-  void* scaled_query = nullptr;     // [scaled_query_elems] 16-bit (device-held FP8 scales only; else empty)
+  void* widened_query = nullptr;    // [widened_query_elems] bf16 (e4m3 queries only; else empty)
   size_t bytes = 0;
 };
 DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts,
-                                       size_t scaled_query_elems = 0);
+                                       size_t widened_query_elems = 0);
 
 }  // namespace openmla::kernels

@@ -297,6 +297,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
   const int part_idx = blockIdx.y;
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
+  const CallScales scales = call_scales<kKind>(p);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int qk_m = warp / Cfg::kQkWarpsN, qk_n = warp % Cfg::kQkWarpsN;
@@ -354,8 +355,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         load_q<Cfg, T>(p, req, general, m_tile, sm.q);
       }
     }
-    const float score_scale = p.softmax_scale * exp2f(static_cast<float>(q_shift));
-    const float score_log2 = p.scale_log2 * exp2f(static_cast<float>(q_shift));
+    const float score_scale = p.softmax_scale * scales.score * exp2f(static_cast<float>(q_shift));
+    const float score_log2 = p.scale_log2 * scales.score * exp2f(static_cast<float>(q_shift));
     // One commit group per tile ahead (possibly empty) keeps cp.async.wait_group's count uniform.
 #pragma unroll
     for (int ahead = 0; ahead < kInFlight; ++ahead) {
@@ -523,7 +524,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
     const bool poison = errors != 0;
     // A row's factor on O (output scale / l): NaN for a poisoned segment, 0 for a row that saw no key.
-    const float out_scale = output_scale<kKind>(p);
+    const float out_scale = p.out_scale * scales.out;
     const auto row_factor = [&](int local_row) {
       const float l = sm.row_sum[cur][local_row];
       return poison ? NAN : (l > 0.f ? out_scale / l : 0.f);

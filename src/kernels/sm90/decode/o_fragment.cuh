@@ -36,16 +36,17 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], float alpha0, floa
 // 8 n8 + 2c + {0, 1}). l0 / l1: this thread's unreduced row sums, summed here over the quad and, through
 // row_sum, over both consumers (a named barrier of the 256 consumer threads, id kBarrier, which also ORs bad_page:
 // a thread's own share of the segment's page-id check is enough).
-// out = o * output_scale<kKind>(p) / (o_scale * l); lse = lse_term + ln l (lse_term: the row's max in natural-log
-// units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
+// out = o * out_scale / (o_scale * l) (out_scale: the call's, p.out_scale times any device-held factor);
+// lse = lse_term + ln l (lse_term: the row's max in natural-log units). A segment with errors or a bad page id gets NaN; a row with l = 0 gets out 0, lse -inf.
 // after_reduce() runs once both consumers passed the row sums' barrier (their tile loops are done).
 // kFp16Partials: the kernel has the fp16 form of the partial rows (p.fp16_partials picks it per call).
-template <typename T, int kKind, int kBarrier, bool kFp16Partials, typename AfterReduce>
+template <typename T, int kBarrier, bool kFp16Partials, typename AfterReduce>
 __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const Segment& seg, int req, int m_tile,
                                                    int rows_per_tile, int me, int c, int tid, int row0, int row1,
                                                    const float (&o)[128], float l0, float l1, float lse_term0,
-                                                   float lse_term1, float o_scale, float (&row_sum)[2][64],
-                                                   bool bad_page, AfterReduce&& after_reduce) {
+                                                   float lse_term1, float o_scale, float out_scale,
+                                                   float (&row_sum)[2][64], bool bad_page,
+                                                   AfterReduce&& after_reduce) {
   constexpr int kHalfCols = 256;
   // A split segment's rows (partial_rows.h): the largest magnitude of each 64-column block (8 n8, held by the
   // quad), taken here, before the row sums' barrier (taken after it, the FP8-math kernel spills).
@@ -76,7 +77,6 @@ __device__ __forceinline__ void write_segment_rows(const DecodeParams& p, const 
   if (seg.errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, seg.errors);
   const bool poison = errors != 0;
   // A row's factor: out = o * row_factor(l); NaN for a poisoned segment, 0 for a row that weighed nothing.
-  const float out_scale = output_scale<kKind>(p);
   const auto row_factor = [&](float l) { return poison ? NAN : (l > 0.f ? out_scale / (o_scale * l) : 0.f); };
   // Rows go out as whole sectors (store_swapped_words): a lane's offsets are in the row's pointer before its loop.
   // The output's loop spells the helper out: called there, it changes the FP8 wide kernels' register allocation

@@ -652,9 +652,9 @@ __global__ void __launch_bounds__(Fp8MathConfig::kThreads, 1)
 
     // O holds sum(e4m3(256 P) * v_e4m3): / 256 and the cache scale; the bases are in log2 units.
     constexpr float kLn2 = 0.6931471805599453f;
-    write_segment_rows<T, kKvE4M3, kFp8MathBarConsumers, kFp8MathFp16Partials>(
+    write_segment_rows<T, kFp8MathBarConsumers, kFp8MathFp16Partials>(
         p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o, rs.l0, rs.l1, rs.m0 * kLn2, rs.m1 * kLn2,
-        Cfg::kPScale, sm.row_sum, bad_page, [] {});
+        Cfg::kPScale, p.out_scale, sm.row_sum, bad_page, [] {});
   }
 }
 

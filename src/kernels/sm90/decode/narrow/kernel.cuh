@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
   const int part_idx = blockIdx.y;
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
+  const CallScales scales = call_scales<kKind>(p);
 
   if (warp >= Cfg::kConsumers * Cfg::kConsumerWarps) {
     // ---------------- producer (producer.cuh) ----------------
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
     // Scores in the query's units: e4m3 folds 2^q_shift into the softmax scale, ds_mla into hi.
     const float q_unscale = exp2f(static_cast<float>(q_shift));
     const float score_unscale = kKind == kKvDsMla ? 1.f : q_unscale;
-    const float scale_log2 = p.scale_log2 * score_unscale;
+    const float scale_log2 = p.scale_log2 * scales.score * score_unscale;
 
     const int min_limit = key_limit(p, seg.seqlen, m_tile * kRows);
 
@@ -385,7 +386,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
     const bool poison = errors != 0;
     // A row's factor on O: out_scale / l in the query's units (f), NaN for a poisoned segment, 0 for a row
     // that saw no key.
-    const float out_scale = output_scale<kKind>(p);
+    const float out_scale = p.out_scale * scales.out;
     auto row_factor = [&](int i) { return poison ? NAN : (l[i] > 0.f ? out_scale * f[i] / l[i] : 0.f); };
     if constexpr (kKind == kKv16Bit) {
       float inv[kN];
@@ -449,7 +450,7 @@ __global__ void __launch_bounds__(NarrowConfig<kRows, kKind, kProducerWarps>::kT
         }
       }
       if (ln.warp == 0 && ln.g == 0) {
-        const float lse = poison ? NAN : row_lse(rs.m[i] * (p.softmax_scale * score_unscale), l[i]);
+        const float lse = poison ? NAN : row_lse(rs.m[i] * (p.softmax_scale * scales.score * score_unscale), l[i]);
         if (seg.write_final) {
           p.lse[lse_offset(p, req, qi, head)] = lse;
         } else {

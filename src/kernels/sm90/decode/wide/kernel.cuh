@@ -660,6 +660,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int part_idx = blockIdx.y;
   const SplitPart part = begin_part(p, part_idx);
   if (part.begin_req > part.end_req) return;
+  const CallScales scales = call_scales<kKind>(p);
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
@@ -762,20 +763,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // tile loop holds no global load: the producer never uses a bad id as a coordinate, and the segment is poisoned.
     const bool bad_page = segment_page_out_of_range(p, seg, tid, 256);
     if constexpr (kSchedule == WideSchedule::kSeesaw) {
-      consume_seesaw<MathT>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs, spare_pb);
+      consume_seesaw<MathT>(p, sm, p.scale_log2 * scales.score * q_unscale, seg, mask, tiles, me, c, row0, row1, it, o, rs, spare_pb);
     } else {
-      consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * q_unscale, seg, mask, tiles, me, lane, c,
+      consume_alternating<MathT, kKind != kKv16Bit>(p, sm, p.scale_log2 * scales.score * q_unscale, seg, mask, tiles, me, lane, c,
                                                     row0, row1, it, o, rs, rope_early);
     }
-    const float lse_scale = p.softmax_scale * q_unscale;  // raw scores to natural-log units
+    const float lse_scale = p.softmax_scale * scales.score * q_unscale;  // raw scores to natural-log units
     // Once both consumers are past their last S (the row sums' barrier), the next segment's Q goes into
     // the Q buffer under this segment's output stores.
     const auto prefetch_next_q = [&] {
       if (tid == 0 && req < part.end_req) issue_q_load(p, maps, sm, req + 1, m_tile);
     };
-    write_segment_rows<T, kKind, kBarConsumers, kFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o,
+    write_segment_rows<T, kBarConsumers, kFp16Partials>(p, seg, req, m_tile, Cfg::kRows, me, c, tid, row0, row1, o,
                                                         rs.l0, rs.l1, rs.m0 * lse_scale, rs.m1 * lse_scale, 1.f,
-                                                        sm.row_sum, bad_page, prefetch_next_q);
+                                                        p.out_scale * scales.out, sm.row_sum, bad_page,
+                                                        prefetch_next_q);
   }
 }
 
