@@ -11,6 +11,11 @@ inline constexpr float kE4M3Max = 448.0f;
 // Bit-exact with CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) and therefore with
 // __nv_fp8_e4m3(bf16) for every bf16 input (bf16 -> float is exact).
 uint8_t e4m3_from_float(float x) noexcept;
+// float -> e4m3 as PyTorch's float -> float8_e4m3fn cast (E4M3Overflow::kNaN): round to nearest even
+// like e4m3_from_float, but a magnitude above 464 (it would round past 448), +-inf included, gives NaN
+// with the input's sign (0x7F / 0xFF), and a NaN keeps its sign. Equal to e4m3_from_float for every
+// other input.
+uint8_t e4m3_from_float_nan_overflow(float x) noexcept;
 float e4m3_to_float(uint8_t v) noexcept;
 
 // bf16 / fp16 bit patterns <-> float (RNE on the way down; NaN stays NaN).
@@ -37,5 +42,8 @@ int fp8_math_query_exponent(float amax) noexcept;
 
 // Per-tensor e4m3 with a float scale: stored = e4m3(x / scale); value = float(stored) * scale.
 uint8_t e4m3_encode_scaled(float x, float scale) noexcept;
+// The same with e4m3_from_float_nan_overflow. scale is finite and > 0, so x / scale has x's sign; a
+// NaN x gives the NaN code with x's sign (whatever sign the platform's division gives a NaN).
+uint8_t e4m3_encode_scaled_nan_overflow(float x, float scale) noexcept;
 
 }  // namespace openmla::fp8

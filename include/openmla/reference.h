@@ -20,7 +20,9 @@ namespace openmla::reference {
 unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math = Fp8Math::kOff);
 
 // CPU write_kv into a CPU cache with the same codecs (and skip rules) as the GPU writer.
-// Returns DeviceErrorBits (kDeviceErrorSlotOutOfRange for slots beyond the cache).
+// Returns DeviceErrorBits (kDeviceErrorSlotOutOfRange for slots beyond the cache). A
+// cache.device_scale lives in host memory here; one that is not finite and > 0 writes nothing and
+// returns kDeviceErrorScale alone.
 unsigned write_kv(const WriteKVArgs& args);
 
 // CPU move_kv over CPU caches: the same moves, guards and error bits as the GPU kernel

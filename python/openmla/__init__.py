@@ -40,6 +40,7 @@ from ._C import (
     DecodePlan,
     DecodeShape,
     DType,
+    E4M3Overflow,
     Fp8Math,
     KVFormat,
     PageCopy,
@@ -66,6 +67,7 @@ _frameworks.adopt_torch_if_imported()
 __all__ = [
     "Backend",
     "Fp8Math",
+    "E4M3Overflow",
     "DS_MLA_BYTES_PER_TOKEN",
     "DType",
     "DecodePlan",

@@ -34,6 +34,9 @@ class DeviceError(enum.IntFlag):
     #: ragged q_indptr negative, decreasing, past total_q, or a request with more than q_len tokens
     #: (its rows are not written).
     QUERY_OFFSETS = _C.DEVICE_ERROR_QUERY_OFFSETS
+    #: a device-held FP8 scale (write_kv's tensor kv_scale) that is not finite and > 0: write_kv
+    #: writes nothing.
+    SCALE = _C.DEVICE_ERROR_SCALE
 
 
 def as_device_error(word: int) -> DeviceError:

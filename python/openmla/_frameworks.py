@@ -10,7 +10,7 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from . import _C
-from ._C import Backend, DType, Fp8Math, KVFormat, QueryLayout, TreeMask
+from ._C import Backend, DType, E4M3Overflow, Fp8Math, KVFormat, QueryLayout, TreeMask
 
 _DTYPE_NAMES = {
     "bfloat16": DType.bfloat16,
@@ -99,6 +99,26 @@ def as_fp8_math(value: Any) -> Fp8Math:
     raise ValueError(f"fp8_math: expected 'off', 'qk_and_pv' or an openmla.Fp8Math, got {value!r}")
 
 
+_E4M3_OVERFLOWS = {"saturate": E4M3Overflow.saturate, "nan": E4M3Overflow.nan}
+
+
+def as_e4m3_overflow(value: Any) -> E4M3Overflow:
+    """E4M3Overflow from an E4M3Overflow or 'saturate' / 'nan'."""
+    if type(value) is str:
+        found = _E4M3_OVERFLOWS.get(value)
+        if found is not None:
+            return found
+    elif isinstance(value, E4M3Overflow):
+        return value
+    raise ValueError(f"overflow: expected 'saturate', 'nan' or an openmla.E4M3Overflow, got {value!r}")
+
+
+def is_tensor_scale(value: Any) -> bool:
+    """Whether a kv_scale argument is a tensor (a device-held scale) rather than a number: any DLPack
+    tensor, NumPy arrays included (NumPy scalars are numbers)."""
+    return hasattr(type(value), "__dlpack__")
+
+
 def as_query_layout(value: Any) -> QueryLayout:
     """QueryLayout from a QueryLayout or 'uniform' / 'ragged'."""
     if isinstance(value, QueryLayout):
@@ -118,11 +138,6 @@ def as_tree_mask(value: Any) -> TreeMask:
         return TreeMask[value]
     raise ValueError(
         f"tree_mask: expected 'none', 'shared', 'per_request', 'packed' or an openmla.TreeMask, got {value!r}")
-
-
-def is_tensor_scale(value: Any) -> bool:
-    """Whether a scale argument is a tensor (a device-held scale, never read on the host) rather than a number."""
-    return not isinstance(value, (int, float)) and (hasattr(value, "__dlpack__") or hasattr(value, "__array__"))
 
 
 def as_float(value: Any, name: str) -> float:

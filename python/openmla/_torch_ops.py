@@ -14,7 +14,8 @@ does not need.
                              q_indptr=None, mask=None, tree_mask=None, q_len=0,
                              kv_device_scale=None, q_scale=None) -> (out, lse)
     torch.ops.openmla.decode_out(..., num_parts, out, lse, q_indptr=None, ...)   # writes out and lse
-    torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace)
+    torch.ops.openmla.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace,
+                               kv_scale_tensor=None, overflow="saturate")  # a tensor scale replaces kv_scale
     torch.ops.openmla.move_kv(caches, src_slots, dst_slots, row_indptr, kv_format, workspace)  # caches: a list
     torch.ops.openmla.decoder_plan(decoder_id, cache_seqlens, workspace)
     torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
@@ -88,13 +89,18 @@ def register() -> None:
           out, lse, q_indptr=None, mask=None, tree_mask=None, q_len=0, kv_device_scale=None, q_scale=None):
         return None
 
+    # kv_scale_tensor (a device-held scale) replaces kv_scale when given; it is only read.
     @custom_op("openmla::write_kv", mutates_args=("kv_cache", "workspace"))
     def write_kv(kv_latent: torch.Tensor, k_rope: torch.Tensor, slots: torch.Tensor, kv_cache: torch.Tensor,
-                 kv_format: Optional[str], kv_scale: float, workspace: Optional[torch.Tensor]) -> None:
-        api.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format=kv_format, kv_scale=kv_scale, workspace=workspace)
+                 kv_format: Optional[str], kv_scale: float, workspace: Optional[torch.Tensor],
+                 kv_scale_tensor: Optional[torch.Tensor] = None, overflow: str = "saturate") -> None:
+        api.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format=kv_format,
+                     kv_scale=kv_scale if kv_scale_tensor is None else kv_scale_tensor, workspace=workspace,
+                     overflow=overflow)
 
     @write_kv.register_fake
-    def _(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace):
+    def _(kv_latent, k_rope, slots, kv_cache, kv_format, kv_scale, workspace, kv_scale_tensor=None,
+          overflow="saturate"):
         return None
 
     @custom_op("openmla::move_kv", mutates_args=("caches", "workspace"))

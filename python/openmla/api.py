@@ -19,6 +19,7 @@ from ._errors import DeviceError, as_device_error
 from ._frameworks import (
     as_backend,
     as_dtype,
+    as_e4m3_overflow,
     as_float,
     is_tensor_scale,
     as_fp8_math,
@@ -29,6 +30,7 @@ from ._frameworks import (
     cuda_device_index,
     empty_like,
     framework,
+    is_tensor_scale,
     kv_format_of,
     resolve_stream,
     stream_arg,
@@ -499,31 +501,45 @@ def write_kv(
     slots: Any,
     kv_cache: Any,
     kv_format: Any = None,
-    kv_scale: float = 1.0,
+    kv_scale: Any = 1.0,
     stream: Any = None,
     workspace: Any = None,
+    overflow: Any = "saturate",
 ) -> None:
     """Scatters new tokens into the paged cache on the GPU, converting/quantizing to its format.
 
     kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 =
     page_id * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W] as for decode,
     written in place; kv_format inferred from the cache when None; kv_scale: an fp8_e4m3 cache
-    stores e4m3(x / kv_scale). One kernel, no host sync, graph-capturable. stream as for Decoder.
-    With workspace= (a Decoder's workspace), slots beyond the cache are skipped and flagged as
+    stores e4m3(x / kv_scale), x / kv_scale computed in float32. kv_scale is a float, or a
+    one-element float32 tensor on the cache's device (an engine's k_scale; any DLPack tensor) that
+    the kernel reads when it runs, so a captured CUDA graph sees its value at each replay; a tensor
+    scale that is not finite and > 0 writes nothing and sets DeviceError.SCALE. overflow (fp8_e4m3
+    only): "saturate" stores +-448 for values that round past 448 (CUDA's satfinite conversion, as
+    vLLM writes), "nan" stores NaN with the value's sign (torch's cast to float8_e4m3fn, as SGLang
+    writes). One kernel, no host sync, graph-capturable. stream as for Decoder. With workspace=
+    (a Decoder's workspace), slots beyond the cache are skipped and flagged as
     DeviceError.SLOT_OUT_OF_RANGE (read with Decoder.device_errors()); without it they are only
     skipped.
 
-    Raises ValueError for a bad shape or a tensor not on the GPU (a CPU tensor or NumPy array:
-    openmla.reference.write_kv runs on the CPU), TypeError for a bad dtype or stream.
+    Raises ValueError for a bad shape, overflow or a tensor not on the GPU (a CPU tensor or NumPy
+    array: openmla.reference.write_kv runs on the CPU), TypeError for a bad dtype or stream.
     """
     if stream is None and compiling():
         fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
-        _torch_ops().write_kv(kv_latent, k_rope, slots, kv_cache, fmt, float(kv_scale), workspace)
+        tensor_scale = isinstance(kv_scale, torch_or_none().Tensor)
+        _torch_ops().write_kv(kv_latent, k_rope, slots, kv_cache, fmt, 1.0 if tensor_scale else float(kv_scale),
+                              workspace, kv_scale if tensor_scale else None,
+                              overflow if isinstance(overflow, str) else overflow.name)
         return
+    device_scale = None
     if type(kv_scale) is not float:
-        kv_scale = as_float(kv_scale, "kv_scale")
+        if is_tensor_scale(kv_scale):
+            device_scale, kv_scale = kv_scale, 1.0
+        else:
+            kv_scale = as_float(kv_scale, "kv_scale")
     _C.write_kv(kv_latent, k_rope, slots, kv_cache, kv_format_of(kv_cache, kv_format), kv_scale,
-                stream_arg(stream, kv_cache), workspace)
+                stream_arg(stream, kv_cache), workspace, device_scale, as_e4m3_overflow(overflow))
 
 
 def _first_cache(caches: Any) -> Any:

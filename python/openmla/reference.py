@@ -16,7 +16,7 @@ import numpy as np
 from . import _C
 from ._C import DType, QueryLayout
 from ._errors import DeviceError, as_device_error
-from ._frameworks import as_dtype, as_float, as_fp8_math, is_tensor_scale, kv_format_of
+from ._frameworks import as_dtype, as_e4m3_overflow, as_float, as_fp8_math, is_tensor_scale, kv_format_of
 from .api import HEAD_DIM_V, _first_cache, _tree_mask_of, shape_of_q
 
 __all__ = ["ReferenceResult", "decode", "move_kv", "read_kv_token", "write_kv"]
@@ -93,13 +93,20 @@ def decode(
 
 
 def write_kv(
-    kv_latent: Any, k_rope: Any, slots: Any, kv_cache: Any, kv_format: Any = None, kv_scale: float = 1.0
+    kv_latent: Any, k_rope: Any, slots: Any, kv_cache: Any, kv_format: Any = None, kv_scale: Any = 1.0,
+    overflow: Any = "saturate",
 ) -> DeviceError:
     """CPU write_kv with the GPU writer's codecs and skip rules; arguments as openmla.write_kv on
-    CPU tensors (kv_cache written in place). Returns the DeviceError flags:
-    SLOT_OUT_OF_RANGE when a slot lies beyond the cache (such slots are skipped)."""
+    CPU tensors (kv_cache written in place; a tensor kv_scale is a one-element float32 CPU tensor or
+    NumPy array, the device scale). Returns the DeviceError flags: SLOT_OUT_OF_RANGE when a slot
+    lies beyond the cache (such slots are skipped); SCALE alone when a tensor kv_scale is not finite
+    and > 0 (nothing is written)."""
+    device_scale = None
+    if is_tensor_scale(kv_scale):
+        device_scale, kv_scale = kv_scale, 1.0
     return as_device_error(_C.reference.write_kv(kv_latent, k_rope, slots, kv_cache,
-                                                 kv_format_of(kv_cache, kv_format), as_float(kv_scale, "kv_scale")))
+                                                 kv_format_of(kv_cache, kv_format), as_float(kv_scale, "kv_scale"),
+                                                 device_scale, as_e4m3_overflow(overflow)))
 
 
 def move_kv(caches: Any, src_slots: Any, dst_slots: Any, row_indptr: Any, kv_format: Any = None) -> DeviceError:

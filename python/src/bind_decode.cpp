@@ -74,6 +74,12 @@ void register_decode(nb::module_& m) {
       .value("portable", Backend::kPortable, "mma.sync kernel, sm_80 and newer")
       .value("sm90", Backend::kSm90, "wgmma/TMA kernel, sm_90a only");
 
+  nb::enum_<E4M3Overflow>(m, "E4M3Overflow",
+                          "What an fp8_e4m3 write stores for a value that rounds past 448 (write_kv's overflow).")
+      .value("saturate", E4M3Overflow::kSaturate, "+-448, NaN -> 0x7F (CUDA's satfinite conversion; vLLM)")
+      .value("nan", E4M3Overflow::kNaN,
+             "NaN with the value's sign (torch's float -> float8_e4m3fn cast; SGLang), fp8_e4m3 only");
+
   nb::enum_<Fp8Math>(m, "Fp8Math", "Opt-in FP8 math for per-tensor fp8_e4m3 caches on the sm90 backend.")
       .value("off", Fp8Math::kOff, "bf16/fp16 math on the exactly dequantized cache (default)")
       .value("qk_and_pv", Fp8Math::kQkAndPv,
@@ -134,8 +140,17 @@ void register_decode(nb::module_& m) {
           "__init__",
           [](DecodeShape* self, int batch_size, int num_heads, int q_len, DType q_dtype, KVFormat kv_format,
              bool causal, QueryLayout query_layout, TreeMask tree_mask, bool device_scales) {
-            new (self) DecodeShape{batch_size, q_len,        num_heads, q_dtype,      kv_format,
-                                   causal,     query_layout, tree_mask, device_scales};
+            DecodeShape shape;
+            shape.batch_size = batch_size;
+            shape.q_len = q_len;
+            shape.num_heads = num_heads;
+            shape.q_dtype = q_dtype;
+            shape.kv_format = kv_format;
+            shape.causal = causal;
+            shape.query_layout = query_layout;
+            shape.tree_mask = tree_mask;
+            shape.device_scales = device_scales;
+            new (self) DecodeShape(shape);
           },
           "batch_size"_a, "num_heads"_a, "q_len"_a = 1, "q_dtype"_a = DType::kBFloat16,
           "kv_format"_a = KVFormat::kBF16, "causal"_a = true, "query_layout"_a = QueryLayout::kUniform,
@@ -295,12 +310,14 @@ void register_decode(nb::module_& m) {
   m.def(
       "write_kv",
       [](nb::handle kv_latent, nb::handle k_rope, nb::handle slots, nb::handle kv_cache, KVFormat kv_format,
-         float kv_scale, std::optional<std::uintptr_t> stream, nb::handle error_workspace) {
+         float kv_scale, std::optional<std::uintptr_t> stream, nb::handle error_workspace, nb::handle device_scale,
+         E4M3Overflow overflow) {
         Input latent_t = input_tensor(kv_latent, "kv_latent");
         Input rope_t = input_tensor(k_rope, "k_rope");
         Input slots_t = input_tensor(slots, "slots");
         Output cache_t = output_tensor(kv_cache, "kv_cache");
         Output err_t = optional_output(error_workspace, "error_workspace");
+        Input scale_t = optional_input(device_scale, "kv_scale");
         require_cuda(latent_t.view, kv_latent, "kv_latent", kWriteOnCpu);
         require_cuda(rope_t.view, k_rope, "k_rope", kWriteOnCpu);
         require_cuda(slots_t.view, slots, "slots", kWriteOnCpu);
@@ -314,18 +331,24 @@ void register_decode(nb::module_& m) {
         args.cache.data = cache_t.view;
         args.cache.format = kv_format;
         args.cache.scale = kv_scale;
+        args.cache.device_scale = scale_t.view;
+        args.e4m3_overflow = overflow;
         const cudaStream_t s = stream_or_current(stream, kv_cache, cache_t.view.device_id);
         nb::gil_scoped_release release;
         write_kv(args, s, error_word);
       },
       "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(), "kv_cache"_a.none(), "kv_format"_a,
-      "kv_scale"_a = 1.0f, "stream"_a.none() = 0, "error_workspace"_a = nb::none(),
+      "kv_scale"_a = 1.0f, "stream"_a.none() = 0, "error_workspace"_a = nb::none(), "device_scale"_a = nb::none(),
+      "overflow"_a = E4M3Overflow::kSaturate,
       "Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent "
       "[n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset "
       "(negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); "
       "stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). "
       "error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond "
-      "the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.");
+      "the cache (skipped either way). device_scale: fp8_e4m3 only, a float32 one-element tensor on the cache's "
+      "device read by the kernel instead of kv_scale; not finite and > 0: nothing is written and the error word "
+      "gets DEVICE_ERROR_SCALE. overflow: E4M3Overflow (fp8_e4m3; nan is rejected for other formats). All CUDA "
+      "tensors on the current device; ValueError / TypeError otherwise.");
 
   m.def(
       "move_kv",

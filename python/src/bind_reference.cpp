@@ -95,11 +95,12 @@ unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_ta
 }
 
 unsigned reference_write_kv(nb::handle kv_latent, nb::handle k_rope, nb::handle slots, nb::handle kv_cache,
-                            KVFormat kv_format, float kv_scale) {
+                            KVFormat kv_format, float kv_scale, nb::handle device_scale, E4M3Overflow overflow) {
   Input latent_t = input_tensor(kv_latent, "kv_latent");
   Input rope_t = input_tensor(k_rope, "k_rope");
   Input slots_t = input_tensor(slots, "slots");
   Output cache_t = output_tensor(kv_cache, "kv_cache");
+  Input scale_t = optional_input(device_scale, "kv_scale");
   WriteKVArgs args;
   args.kv_latent = latent_t.view;
   args.k_rope = rope_t.view;
@@ -107,6 +108,8 @@ unsigned reference_write_kv(nb::handle kv_latent, nb::handle k_rope, nb::handle 
   args.cache.data = cache_t.view;
   args.cache.format = kv_format;
   args.cache.scale = kv_scale;
+  args.cache.device_scale = scale_t.view;
+  args.e4m3_overflow = overflow;
   nb::gil_scoped_release release;
   return reference::write_kv(args);
 }
@@ -238,9 +241,12 @@ void register_reference(nb::module_& m) {
           "device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it "
           "guards are NaN. Raises ValueError / TypeError for bad arguments.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),
-          "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
-          "CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns "
-          "the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).");
+          "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f, "device_scale"_a = nb::none(),
+          "overflow"_a = E4M3Overflow::kSaturate,
+          "CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors (a "
+          "device_scale is a one-element float32 CPU tensor here); returns the device error word "
+          "(DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped; DEVICE_ERROR_SCALE alone "
+          "for a device_scale that is not finite and > 0, which writes nothing).");
   ref.def("move_kv", &reference_move_kv, "caches"_a.none(), "src_slots"_a.none(), "dst_slots"_a.none(),
           "row_indptr"_a.none(), "kv_format"_a,
           "CPU move_kv with the GPU kernel's moves, guards and error bits, arguments as move_kv on CPU tensors "

@@ -41,6 +41,7 @@ std::string with_python_name(const std::string& message) {
   } kNames[] = {
       {"kv.data:", "kv_cache"},    {"cache.data:", "kv_cache"},  {"kv.scale:", "kv_scale"},
       {"cache.scale:", "kv_scale"}, {"kv.format:", "kv_format"}, {"cache.format:", "kv_format"},
+      {"cache.device_scale:", "kv_scale"}, {"e4m3_overflow:", "overflow"},
   };
   for (const auto& n : kNames) {
     if (message.compare(0, std::strlen(n.cpp), n.cpp) == 0) return std::string(n.py) + ": " + message;

@@ -194,3 +194,34 @@ def test_host_tensors_are_named_and_error_words_are_flags():
         dec.plan(paged.seqlens.cpu())
     errors = dec.device_errors()
     assert isinstance(errors, openmla.DeviceError) and errors == openmla.DeviceError.NONE
+
+
+@pytest.mark.parametrize("overflow", ["saturate", "nan"])
+def test_write_kv_device_scale_tensor_matches_the_cpu_writer_and_replays(overflow):
+    rng = np.random.default_rng(12)
+    n, num_pages = 200, 4
+    x = (rng.standard_normal((n, 576)) * 300.0).astype(np.float32)
+    x[::7, ::11] = np.inf
+    slots = rng.permutation(num_pages * 64)[:n].astype(np.int32)
+    dec = openmla.Decoder(batch_size=1, num_heads=16)
+    latent, rope = torch.from_numpy(x[:, :512].copy()).cuda(), torch.from_numpy(x[:, 512:].copy()).cuda()
+    dslots = torch.from_numpy(slots).cuda()
+    cache = torch.zeros((num_pages, 64, 1, 576), dtype=torch.uint8, device="cuda")
+    scale = torch.tensor([0.37], dtype=torch.float32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        openmla.write_kv(latent, rope, dslots, cache, "fp8_e4m3", kv_scale=scale, workspace=dec.workspace,
+                         overflow=overflow)
+    for value in (0.37, 1.5, 0.0173):
+        scale.fill_(value)
+        graph.replay()
+        host = np.zeros((num_pages, 64, 1, 576), np.uint8)
+        assert openmla.reference.write_kv(x[:, :512].copy(), x[:, 512:].copy(), slots, host, "fp8_e4m3",
+                                          kv_scale=np.array([value], np.float32), overflow=overflow) == 0
+        np.testing.assert_array_equal(cache.cpu().numpy(), host)
+    assert dec.device_errors() == 0
+    before = cache.clone()
+    scale.fill_(float("nan"))
+    graph.replay()
+    assert torch.equal(cache, before)
+    assert openmla.DeviceError(dec.device_errors()) == openmla.DeviceError.SCALE

@@ -46,6 +46,9 @@ void write_kv(const WriteKVArgs& args, cudaStream_t stream, unsigned* device_err
   p.num_slots = cache.shape[0] * kPageSize;
   p.format = args.cache.format;
   p.fp8_scale = args.cache.scale;
+  p.device_scale = args.cache.device_scale.defined() ? static_cast<const float*>(args.cache.device_scale.data)
+                                                     : nullptr;
+  p.e4m3_nan_overflow = args.e4m3_overflow == E4M3Overflow::kNaN;
   p.error_word = device_error_word;
   p.vectorized = aligned16(p.latent) && aligned16(p.latent_row_stride * input_elem) &&
                  aligned16(p.rope) && aligned16(p.rope_row_stride * input_elem) &&

@@ -62,6 +62,14 @@ uint8_t e4m3_from_float(float x) noexcept {
   return static_cast<uint8_t>(sign | shift_right_rne(sig, 141u - e));
 }
 
+uint8_t e4m3_from_float_nan_overflow(float x) noexcept {
+  const uint32_t a = float_bits(x) & kFloatAbsMask;
+  // Above 464 every magnitude rounds past 448 (464 itself is a tie that goes to even 448); inf and
+  // NaN have larger bit patterns still.
+  if (a > 0x43E80000u) return static_cast<uint8_t>(((float_bits(x) >> 24) & 0x80u) | 0x7Fu);
+  return e4m3_from_float(x);
+}
+
 float e4m3_to_float(uint8_t v) noexcept {
   const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
   const uint32_t exponent = (v >> 3) & 0xFu;
@@ -170,5 +178,10 @@ void ds_mla_decode_token(const uint8_t* token656, float* out576) noexcept {
 }
 
 uint8_t e4m3_encode_scaled(float x, float scale) noexcept { return e4m3_from_float(x / scale); }
+
+uint8_t e4m3_encode_scaled_nan_overflow(float x, float scale) noexcept {
+  if (std::isnan(x)) return static_cast<uint8_t>(((float_bits(x) >> 24) & 0x80u) | 0x7Fu);
+  return e4m3_from_float_nan_overflow(x / scale);
+}
 
 }  // namespace openmla::fp8

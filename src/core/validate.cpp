@@ -463,6 +463,13 @@ void validate_write_kv_args(const WriteKVArgs& args, DeviceType expected_device,
   check_contiguous(slots, "slots");
 
   validate_kv_cache_named(args.cache, "cache", expected_device, device_id);
+  if (args.e4m3_overflow != E4M3Overflow::kSaturate && args.e4m3_overflow != E4M3Overflow::kNaN)
+    fail_arg("e4m3_overflow", "kSaturate or kNaN", concat("E4M3Overflow(", static_cast<int>(args.e4m3_overflow), ")"));
+  // Only per-tensor fp8_e4m3 values can round past 448 (ds_mla's tile scales keep them within it).
+  if (args.e4m3_overflow == E4M3Overflow::kNaN && args.cache.format != KVFormat::kFP8E4M3)
+    fail_arg("e4m3_overflow", concat("kSaturate for kv format ", kv_format_name(args.cache.format),
+                                     " (kNaN applies to fp8_e4m3 only)"),
+             "kNaN");
 }
 
 void validate_move_kv_args(const MoveKVArgs& args, DeviceType expected_device, int device_id) {

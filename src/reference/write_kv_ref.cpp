@@ -1,4 +1,5 @@
 // CPU write_kv: the same conversion and skip rules as the GPU writer (docs/kv-formats.md).
+#include <cmath>
 #include <cstring>
 
 #include "core/validate.h"
@@ -42,6 +43,15 @@ unsigned write_kv(const WriteKVArgs& args) {
   const int64_t num_slots = data.shape[0] * kPageSize;
   const int64_t elem = dtype_size(data.dtype);
   unsigned errors = kDeviceErrorNone;
+  if (n == 0) return errors;  // as the GPU writer, which launches nothing
+
+  // The device scale (here in host memory) replaces cache.scale; a bad one writes nothing.
+  float fp8_scale = cache.scale;
+  if (cache.format == KVFormat::kFP8E4M3 && cache.device_scale.defined()) {
+    std::memcpy(&fp8_scale, cache.device_scale.data, sizeof(float));
+    if (!(std::isfinite(fp8_scale) && fp8_scale > 0.0f)) return kDeviceErrorScale;
+  }
+  const bool nan_overflow = args.e4m3_overflow == E4M3Overflow::kNaN;
 
   float values[kHeadDimQK];  // 512 latent then 64 rope
   for (int64_t i = 0; i < n; ++i) {
@@ -67,7 +77,9 @@ unsigned write_kv(const WriteKVArgs& args) {
         break;
       }
       case KVFormat::kFP8E4M3: {
-        for (int j = 0; j < kHeadDimQK; ++j) dst[j] = fp8::e4m3_encode_scaled(values[j], cache.scale);
+        for (int j = 0; j < kHeadDimQK; ++j)
+          dst[j] = nan_overflow ? fp8::e4m3_encode_scaled_nan_overflow(values[j], fp8_scale)
+                                : fp8::e4m3_encode_scaled(values[j], fp8_scale);
         break;
       }
       case KVFormat::kFP8DsMla: {

@@ -87,6 +87,32 @@ DecodeArgs DecodeData::host_args() const {
   return args;
 }
 
+int64_t requantize_ds_mla_raw_scales(DecodeData& data) {
+  if (data.c.kv_format != KVFormat::kFP8DsMla) throw Error(Status::kInvalidArgument, "not a ds_mla case");
+  int64_t raw = 0;
+  for (int page = 0; page < data.num_pages; ++page) {
+    for (int t = 0; t < kPageSize; ++t) {
+      uint8_t* token = data.cache.data() + page * data.page_stride_bytes + int64_t{t} * kDsMlaBytesPerToken;
+      float values[kHeadDimQK];
+      fp8::ds_mla_decode_token(token, values);
+      bool finite = true;
+      for (float v : values) finite = finite && std::isfinite(v);
+      if (!finite) continue;  // poisoned (unused) tokens stay as they are
+      for (int tile = 0; tile < kHeadDimV / kDsMlaTile; ++tile) {
+        float amax = 0.0f;
+        for (int i = 0; i < kDsMlaTile; ++i) amax = std::max(amax, std::fabs(values[tile * kDsMlaTile + i]));
+        const float scale = amax > 0.0f ? amax / fp8::kE4M3Max : 0x1p-13f;
+        int e = 0;
+        raw += std::frexp(scale, &e) != 0.5f;
+        for (int i = 0; i < kDsMlaTile; ++i)
+          token[kDsMlaLatentOffset + tile * kDsMlaTile + i] = fp8::e4m3_from_float(values[tile * kDsMlaTile + i] / scale);
+        std::memcpy(token + kDsMlaScalesOffset + tile * sizeof(float), &scale, sizeof(float));
+      }
+    }
+  }
+  return raw;
+}
+
 DecodeData make_decode_data(const DecodeCase& c) {
   if (static_cast<int>(c.seqlens.size()) != c.batch_size)
     throw Error(Status::kInvalidArgument, "DecodeCase.seqlens: expected batch_size = " +

@@ -65,6 +65,11 @@ struct DecodeData {
 
 DecodeData make_decode_data(const DecodeCase& c);
 
+// Re-encodes every finite ds_mla token of data's cache with raw tile scales, as a writer that does not
+// round them to a power of two would: scale = amax / 448 in float (2^-13 for an all-zero tile), codes
+// e4m3(x / scale) of the token's dequantized values. Returns how many scales are not powers of two.
+int64_t requantize_ds_mla_raw_scales(DecodeData& data);
+
 // Float64 oracle outputs for data: out [b, s_q, h_q, 512], lse [b, s_q, h_q] (row-major); math
 // kQkAndPv: the FP8-math kernel's arithmetic (reference::decode).
 struct ReferenceResult {

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "kernels/common/e4m3_overflow.h"
 #include "openmla/fp8.h"
 #include "openmla/kv_format.h"
 
@@ -307,6 +308,118 @@ TEST(E4M3, ScaledEncoding) {
     EXPECT_LE(std::fabs(back - x), std::max(std::fabs(x) * 0x1p-4, scale * 0x1p-10) * 1.0001) << x;
   }
   EXPECT_EQ(e4m3_encode_scaled(1e9f, scale), 0x7E);  // saturates, never NaN
+}
+
+// ---- E4M3Overflow::kNaN (PyTorch's float -> float8_e4m3fn cast) -----------------------------------
+
+// Expected bytes measured with PyTorch 2.11 (torch.tensor([x], dtype=torch.float32)
+// .to(torch.float8_e4m3fn).view(torch.uint8)); the saturating column is CUDA's __NV_SATFINITE.
+struct BoundaryRow {
+  uint32_t bits;       // the float32 input
+  uint8_t saturating;  // e4m3_from_float
+  uint8_t torch_cast;  // e4m3_from_float_nan_overflow
+};
+constexpr BoundaryRow kTorchBoundaries[] = {
+    {0x43E00000u, 0x7E, 0x7E},  // 448
+    {0x43E3FEB8u, 0x7E, 0x7E},  // 455.99
+    {0x43E40000u, 0x7E, 0x7E},  // 456
+    {0x43E60000u, 0x7E, 0x7E},  // 460
+    {0x43E7FEB8u, 0x7E, 0x7E},  // 463.99
+    {0x43E7FFFFu, 0x7E, 0x7E},  // 464 - 1 ulp
+    {0x43E80000u, 0x7E, 0x7E},  // 464: the tie rounds to even 448
+    {0x43E80001u, 0x7E, 0x7F},  // 464 + 1 ulp
+    {0x43E80148u, 0x7E, 0x7F},  // 464.01
+    {0x43EFFEB8u, 0x7E, 0x7F},  // 479.99
+    {0x43F00000u, 0x7E, 0x7F},  // 480
+    {0x49742400u, 0x7E, 0x7F},  // 1e6
+    {0x7F7FFFFFu, 0x7E, 0x7F},  // FLT_MAX
+    {0x7F800000u, 0x7E, 0x7F},  // inf
+    {0xFF800000u, 0xFE, 0xFF},  // -inf
+    {0x7FC00000u, 0x7F, 0x7F},  // NaN
+    {0x7F800001u, 0x7F, 0x7F},  // signalling NaN
+    {0xFFC00000u, 0x7F, 0xFF},  // -NaN: torch keeps the sign
+    {0x00000000u, 0x00, 0x00},  // 0
+    {0x80000000u, 0x80, 0x80},  // -0
+    {0x3B000000u, 0x01, 0x01},  // 2^-9, the smallest subnormal
+    {0x3A800000u, 0x00, 0x00},  // 2^-10: the tie rounds to even 0
+    {0x3A800001u, 0x01, 0x01},  // 2^-10 + 1 ulp
+    {0x3AC00000u, 0x01, 0x01},  // 0.75 * 2^-9
+    {0x3B400000u, 0x02, 0x02},  // 1.5 * 2^-9: tie to even 2
+    {0x3A000000u, 0x00, 0x00},  // 2^-11
+    {0x3C800000u, 0x08, 0x08},  // 2^-6, the smallest normal
+    {0x3C700000u, 0x08, 0x08},  // 7.5 * 2^-9: tie to even (the normal 8)
+    {0x3C600000u, 0x07, 0x07},  // 7 * 2^-9
+    {0x43700000u, 0x77, 0x77},  // 240
+    {0x43780000u, 0x78, 0x78},  // 248: tie to even
+    {0x43D80000u, 0x7E, 0x7E},  // 432: tie to even 448
+    {0x43DC0000u, 0x7E, 0x7E},  // 440
+};
+
+TEST(E4M3NaNOverflow, TorchBoundaryTable) {
+  for (const BoundaryRow& row : kTorchBoundaries) {
+    const float x = from_bits(row.bits);
+    EXPECT_EQ(e4m3_from_float(x), row.saturating) << std::hex << "0x" << row.bits << " (" << x << ")";
+    EXPECT_EQ(e4m3_from_float_nan_overflow(x), row.torch_cast) << std::hex << "0x" << row.bits << " (" << x << ")";
+    // Negative twins: the sign bit and nothing else changes (NaN included, as torch keeps it).
+    const float neg = from_bits(row.bits ^ 0x80000000u);
+    EXPECT_EQ(e4m3_from_float_nan_overflow(neg), row.torch_cast ^ 0x80) << std::hex << "0x" << (row.bits ^ 0x80000000u);
+  }
+}
+
+// Every float within 2^16 ulps of the points where the rules change, and a dense stride over all 2^32.
+std::vector<uint32_t> overflow_sweep_bits() {
+  std::vector<uint32_t> bits;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 257) bits.push_back(static_cast<uint32_t>(b));
+  for (uint32_t center : {0x43E00000u, 0x43E80000u, 0x43F00000u, 0x7F800000u, 0x3A800000u, 0x3B000000u, 0x3C800000u}) {
+    for (int64_t d = -(1 << 16); d <= (1 << 16); ++d) {
+      const int64_t b = static_cast<int64_t>(center) + d;
+      if (b < 0 || b > 0x7FFFFFFF) continue;
+      bits.push_back(static_cast<uint32_t>(b));
+      bits.push_back(static_cast<uint32_t>(b) | 0x80000000u);
+    }
+  }
+  return bits;
+}
+
+TEST(E4M3NaNOverflow, DeviceCompositionEqualsHostCodec) {
+  // The GPU writer builds kNaN from the saturating intrinsic plus a magnitude test
+  // (kernels/common/e4m3_overflow.h); cuda_fp8.h's host build of that intrinsic stands in for it.
+  int mismatches = 0;
+  for (uint32_t b : overflow_sweep_bits()) {
+    const float x = from_bits(b);
+    const uint8_t composed = kernels::e4m3_nan_overflow_from_saturated(cuda_e4m3(x), b, b);
+    if (composed != e4m3_from_float_nan_overflow(x) && mismatches++ < 10)
+      ADD_FAILURE() << std::hex << "0x" << b << ": composed 0x" << int(composed) << ", host 0x"
+                    << int(e4m3_from_float_nan_overflow(x));
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(E4M3NaNOverflow, DiffersFromSaturatingOnlyAbove464) {
+  int mismatches = 0;
+  for (uint32_t b : overflow_sweep_bits()) {
+    const float x = from_bits(b);
+    const bool above = (b & 0x7FFFFFFFu) > 0x43E80000u;  // |x| > 464, inf and NaN included
+    const uint8_t got = e4m3_from_float_nan_overflow(x);
+    const uint8_t want = above ? static_cast<uint8_t>(((b >> 24) & 0x80u) | 0x7Fu) : e4m3_from_float(x);
+    if (got != want && mismatches++ < 10) ADD_FAILURE() << std::hex << "0x" << b << ": 0x" << int(got);
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(E4M3NaNOverflow, ScaledEncodingKeepsTheSignOfNaN) {
+  const float scale = 0.37f;
+  std::mt19937_64 rng(4);
+  std::normal_distribution<float> normal(0.0f, 200.0f);
+  for (int i = 0; i < 10000; ++i) {
+    const float x = normal(rng);
+    EXPECT_EQ(e4m3_encode_scaled_nan_overflow(x, scale), e4m3_from_float_nan_overflow(x / scale)) << x;
+  }
+  EXPECT_EQ(e4m3_encode_scaled_nan_overflow(1e9f, scale), 0x7F);
+  EXPECT_EQ(e4m3_encode_scaled_nan_overflow(-1e9f, scale), 0xFF);
+  EXPECT_EQ(e4m3_encode_scaled_nan_overflow(from_bits(0xFFC00000u), scale), 0xFF);
+  EXPECT_EQ(e4m3_encode_scaled_nan_overflow(from_bits(0x7FC00001u), scale), 0x7F);
+  EXPECT_EQ(e4m3_encode_scaled_nan_overflow(464.0f * scale, scale), e4m3_from_float_nan_overflow(464.0f * scale / scale));
 }
 
 }  // namespace

@@ -29,7 +29,15 @@ struct Fixture {
   std::vector<float> latent = std::vector<float>(n * kHeadDimV, 0.5f);
   std::vector<float> rope = std::vector<float>(n * kRopeDim, 0.25f);
   std::vector<int64_t> slots = {0, 65, -1};
-  float scales[2] = {0.5f, 0.25f};  // device-held scales (a query's, the cache's)
+  std::vector<float> scales = {2.0f, 3.0f};
+
+  // The cache's memory as an fp8_e4m3 cache (for the device-scale checks).
+  KVCache fp8_cache() {
+    KVCache kv;
+    kv.format = KVFormat::kFP8E4M3;
+    kv.data = make_tensor(cache.data(), DType::kUInt8, {pages, kPageSize, 1, kHeadDimQK});
+    return kv;
+  }
 
   DecodeShape shape;
   DecodeArgs args;
@@ -141,7 +149,7 @@ std::vector<BadInput> bad_inputs() {
       {"device_scale_two_elements", Entry::kDecodeArgs,
        [](F& f) {
          use_device_scales(f, false);
-         f.args.kv.device_scale = make_tensor(f.scales, DType::kFloat32, {2});
+         f.args.kv.device_scale = make_tensor(f.scales.data(), DType::kFloat32, {2});
        },
        kInvalid, {"kv.device_scale", "one element", "got [2]"}},
       {"device_scale_float16", Entry::kDecodeArgs,
@@ -354,6 +362,39 @@ std::vector<BadInput> bad_inputs() {
        {"cache.data", "page size 64", "page size 16"}},
       {"write_cache_on_cuda", Entry::kWriteKV, [](F& f) { f.write.cache.data.device = DeviceType::kCUDA; }, kInvalid,
        {"cache.data", "cuda:0"}},
+      {"e4m3_overflow_nan_for_bf16", Entry::kWriteKV, [](F& f) { f.write.e4m3_overflow = E4M3Overflow::kNaN; },
+       kInvalid, {"e4m3_overflow", "kSaturate for kv format bf16", "got kNaN"}},
+      {"e4m3_overflow_nan_for_ds_mla", Entry::kReferenceWriteKV,
+       [](F& f) {
+         f.write.cache.format = KVFormat::kFP8DsMla;
+         f.write.cache.data = make_tensor(f.cache.data(), DType::kUInt8, {1, kPageSize, kDsMlaBytesPerToken});
+         f.write.e4m3_overflow = E4M3Overflow::kNaN;
+       },
+       kInvalid, {"e4m3_overflow", "fp8_ds_mla", "got kNaN"}},
+      {"e4m3_overflow_out_of_enum", Entry::kWriteKV,
+       [](F& f) { f.write.e4m3_overflow = static_cast<E4M3Overflow>(7); }, kInvalid,
+       {"e4m3_overflow", "E4M3Overflow(7)"}},
+      {"write_device_scale_for_bf16", Entry::kReferenceWriteKV,
+       [](F& f) { f.write.cache.device_scale = make_tensor(f.scales.data(), DType::kFloat32, {1}); }, kInvalid,
+       {"cache.device_scale", "undefined view for kv format bf16"}},
+      {"write_device_scale_float16", Entry::kWriteKV,
+       [](F& f) {
+         f.write.cache = f.fp8_cache();
+         f.write.cache.device_scale = make_tensor(f.scales.data(), DType::kFloat16, {1});
+       },
+       kInvalid, {"cache.device_scale", "float32", "got float16"}},
+      {"write_device_scale_two_elements", Entry::kReferenceWriteKV,
+       [](F& f) {
+         f.write.cache = f.fp8_cache();
+         f.write.cache.device_scale = make_tensor(f.scales.data(), DType::kFloat32, {2});
+       },
+       kInvalid, {"cache.device_scale", "one element", "[2]"}},
+      {"write_device_scale_on_cuda", Entry::kWriteKV,
+       [](F& f) {
+         f.write.cache = f.fp8_cache();
+         f.write.cache.device_scale = make_tensor(f.scales.data(), DType::kFloat32, {1}, DeviceType::kCUDA, 0);
+       },
+       kInvalid, {"cache.device_scale", "cuda:0"}},
   };
 }
 

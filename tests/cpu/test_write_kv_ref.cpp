@@ -198,5 +198,109 @@ TEST(WriteKV, LaterDuplicateSlotWins) {
   EXPECT_EQ(got[0], 2.0f);
 }
 
+// ---- per-tensor FP8: the device-held scale and the overflow modes ----------------------------------
+
+// n tokens of float32 input: random N(0, spread) values, every 9th token a row of e4m3 overflow
+// boundaries (times `scale`), NaN of both signs and +-inf.
+struct Fp8Input {
+  std::vector<float> latent, rope;
+  std::vector<int32_t> slots;
+  Fp8Input(int n, float scale, float spread, uint64_t seed) : latent(n * kHeadDimV), rope(n * kRopeDim), slots(n) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, spread);
+    const float boundaries[] = {448.0f, 456.0f, 463.99f, 464.0f, 464.01f, 479.99f, 480.0f, 1e6f, INFINITY, NAN};
+    for (int t = 0; t < n; ++t) {
+      for (int j = 0; j < kHeadDimQK; ++j) {
+        float x = normal(rng);
+        if (t % 9 == 4) x = boundaries[j % 10] * scale * (j % 20 < 10 ? 1.0f : -1.0f);
+        (j < kHeadDimV ? latent[t * kHeadDimV + j] : rope[t * kRopeDim + j - kHeadDimV]) = x;
+      }
+      slots[t] = (t * 37) % (kNumPages * kPageSize);  // distinct for n <= 192
+    }
+    slots[n / 2] = -1;  // padding
+  }
+  WriteKVArgs args(KVCache cache) {
+    WriteKVArgs a;
+    const int64_t n = static_cast<int64_t>(slots.size());
+    a.kv_latent = make_tensor(latent.data(), DType::kFloat32, {n, kHeadDimV});
+    a.k_rope = make_tensor(rope.data(), DType::kFloat32, {n, kRopeDim});
+    a.slots = make_tensor(slots.data(), DType::kInt32, {n});
+    a.cache = cache;
+    return a;
+  }
+};
+
+TEST(WriteKVFp8, DeviceScaleWritesTheBytesOfTheSameHostScale) {
+  for (float scale : {1.0f, 0.37f, 3.0f, 1e-3f, 0.0173f}) {
+    for (E4M3Overflow overflow : {E4M3Overflow::kSaturate, E4M3Overflow::kNaN}) {
+      SCOPED_TRACE(scale);
+      Fp8Input in(150, scale, 300.0f * scale, 7);
+      CacheBuffer host(KVFormat::kFP8E4M3, 1), device(KVFormat::kFP8E4M3, 1);
+      WriteKVArgs a = in.args(host.view(scale, false));
+      a.e4m3_overflow = overflow;
+      EXPECT_EQ(reference::write_kv(a), 0u);
+      float held = scale;
+      WriteKVArgs b = in.args(device.view(7.25f, false));  // the host scale is ignored
+      b.cache.device_scale = make_tensor(&held, DType::kFloat32, {1});
+      b.e4m3_overflow = overflow;
+      EXPECT_EQ(reference::write_kv(b), 0u);
+      EXPECT_EQ(host.bytes, device.bytes);
+      EXPECT_NE(host.bytes, CacheBuffer(KVFormat::kFP8E4M3, 1).bytes);  // something was written
+    }
+  }
+}
+
+TEST(WriteKVFp8, BadDeviceScaleWritesNothing) {
+  for (float bad : {NAN, 0.0f, -0.0f, -2.0f, INFINITY, -INFINITY}) {
+    SCOPED_TRACE(bad);
+    Fp8Input in(100, 1.0f, 1.0f, 8);
+    in.slots[3] = kNumPages * kPageSize + 5;  // beyond: not flagged, as nothing runs
+    CacheBuffer cache(KVFormat::kFP8E4M3, 0);
+    const std::vector<uint8_t> before = cache.bytes;
+    float held = bad;
+    WriteKVArgs a = in.args(cache.view(1.0f, true));
+    a.cache.device_scale = make_tensor(&held, DType::kFloat32, {1});
+    EXPECT_EQ(reference::write_kv(a), unsigned{kDeviceErrorScale});
+    EXPECT_EQ(cache.bytes, before);
+  }
+  // A tiny positive (subnormal) scale is finite and > 0: valid.
+  Fp8Input in(10, 1.0f, 1.0f, 9);
+  CacheBuffer cache(KVFormat::kFP8E4M3, 0);
+  float held = 1e-40f;
+  WriteKVArgs a = in.args(cache.view(1.0f, true));
+  a.cache.device_scale = make_tensor(&held, DType::kFloat32, {1});
+  EXPECT_EQ(reference::write_kv(a), 0u);
+}
+
+TEST(WriteKVFp8, OverflowModesAtTheBoundaries) {
+  // x / scale for x = b * scale is b again for these scales (exact: powers of two), so the bytes are
+  // the codec's: saturate gives +-448, NaN mode gives the NaN code with the sign past 464.
+  for (float scale : {1.0f, 0.5f, 4.0f}) {
+    const float xs[] = {448.0f, 456.0f, 464.0f, 464.03125f, 480.0f, 1e6f, INFINITY, NAN, -448.0f, -464.03125f,
+                        -INFINITY, -NAN};
+    const uint8_t saturate[] = {0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7F, 0xFE, 0xFE, 0xFE, 0x7F};
+    const uint8_t nan_mode[] = {0x7E, 0x7E, 0x7E, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0xFE, 0xFF, 0xFF, 0xFF};
+    std::vector<float> latent(kHeadDimV, 0.0f), rope(kRopeDim, 0.0f);
+    for (int j = 0; j < 12; ++j) latent[j] = rope[j] = std::isnan(xs[j]) ? xs[j] : xs[j] * scale;  // NaN keeps its sign
+    int32_t slot = 65;
+    for (E4M3Overflow overflow : {E4M3Overflow::kSaturate, E4M3Overflow::kNaN}) {
+      CacheBuffer cache(KVFormat::kFP8E4M3, 0);
+      WriteKVArgs a;
+      a.kv_latent = make_tensor(latent.data(), DType::kFloat32, {1, kHeadDimV});
+      a.k_rope = make_tensor(rope.data(), DType::kFloat32, {1, kRopeDim});
+      a.slots = make_tensor(&slot, DType::kInt32, {1});
+      a.cache = cache.view(scale, false);
+      a.e4m3_overflow = overflow;
+      EXPECT_EQ(reference::write_kv(a), 0u);
+      const uint8_t* token = cache.token(slot);
+      const uint8_t* want = overflow == E4M3Overflow::kNaN ? nan_mode : saturate;
+      for (int j = 0; j < 12; ++j) {
+        EXPECT_EQ(token[j], want[j]) << "latent " << xs[j] << " scale " << scale;
+        EXPECT_EQ(token[kHeadDimV + j], want[j]) << "rope " << xs[j] << " scale " << scale;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace openmla

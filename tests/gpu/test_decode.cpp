@@ -396,6 +396,41 @@ TEST(Decode, DsMlaScalesFarApart) {
   }
 }
 
+TEST(Decode, DsMlaRawTileScales) {
+  // A ds_mla cache written with raw tile scales (amax / 448, not powers of two; write_kv and
+  // FlashMLA's quantizer never store them). Every kernel multiplies by the scale as a float, but
+  // rounds the dequantized value once more than for a power of two (docs/kv-formats.md): the
+  // portable kernel once to the query type (<= 2^-9 relative for bf16), the sm90 wide kernel with a
+  // bf16 query twice in bf16 (<= 2^-8), the sm90 narrow kernel twice in fp16 (<= 2^-10). That is at
+  // most twice a bf16 cache's own rounding, so the bound is 1.5x the bf16 tolerance on out and 3x on
+  // lse (score errors).
+  for (int q_len : {1, 2}) {
+    for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
+      for (Backend backend : {Backend::kAuto, Backend::kPortable}) {
+        DecodeCase c;
+        c.batch_size = 4;
+        c.q_len = q_len;
+        c.num_heads = 16;  // q_len 1 + bf16: sm90 narrow; q_len 2: sm90 wide; the portable kernel elsewhere
+        c.q_dtype = q_dtype;
+        c.kv_format = KVFormat::kFP8DsMla;
+        c.latent_log2_spread = q_dtype == DType::kBFloat16 ? 6 : 3;
+        c.seqlens = {1, 65, 300, 1200};
+        c.seed = fresh_seed();
+        SCOPED_TRACE(c.describe());
+        DecodeData d = make_decode_data(c);
+        ASSERT_GT(requantize_ds_mla_raw_scales(d), 1000);
+        PlanOptions opt;
+        opt.backend = backend;  // auto: sm90 on compute capability 9.0
+        const ReferenceResult ref = run_reference(d);
+        const GpuDecodeResult gpu = run_gpu(d, opt);
+        const CompareResult cmp = compare_decode(d, ref, gpu.out, gpu.lse, 1.5e-2, 3e-4);
+        EXPECT_TRUE(cmp.ok) << cmp.message;
+        EXPECT_EQ(gpu.device_errors, 0u) << describe_device_errors(gpu.device_errors);
+      }
+    }
+  }
+}
+
 TEST(Decode, ScoresJumpAcrossTiles) {
   // Token magnitudes spread over 2^[-6, 6] (latent_log2_spread), so a row's running max jumps at
   // random tiles, often long after a segment's first: by more than 2^8 (the portable kernel's lazy

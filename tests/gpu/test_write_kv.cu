@@ -37,6 +37,10 @@ struct WriteCase {
   bool error_word = true;
   bool non_finite = false;  // some tokens carry NaN (two payloads) and +-inf values
   float fp8_scale = 1.0f;
+  bool device_scale = false;      // fp8_e4m3: the scale comes from a device tensor holding fp8_scale
+                                  // (the host scale is then a different value, which must be ignored)
+  E4M3Overflow overflow = E4M3Overflow::kSaturate;
+  bool boundary_values = false;   // some tokens carry e4m3 overflow boundaries (times fp8_scale)
   uint64_t seed = 1;
 
   std::string describe() const {
@@ -45,7 +49,9 @@ struct WriteCase {
        << " pages=" << num_pages << " neg=" << negative_slots << " beyond=" << beyond_slots
        << " pad=" << page_pad_tokens << " row_pad=" << row_pad << (cache_4d ? " 4d" : " 3d")
        << (slots_int64 ? " int64" : " int32") << " scale=" << fp8_scale
-       << (non_finite ? " nan/inf" : "") << " seed=" << seed;
+       << (non_finite ? " nan/inf" : "") << (device_scale ? " device_scale" : "")
+       << (overflow == E4M3Overflow::kNaN ? " overflow=nan" : "") << (boundary_values ? " boundaries" : "")
+       << " seed=" << seed;
     return os.str();
   }
 };
@@ -71,7 +77,11 @@ std::vector<uint8_t> make_values(const WriteCase& c, int64_t rows, int64_t row_s
   const int elem = dtype_size(c.input_dtype);
   std::vector<uint8_t> bytes(static_cast<size_t>(rows * row_stride * elem), 0);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int kinds = c.non_finite ? 7 : 6;
+  const int kinds = c.boundary_values ? 8 : c.non_finite ? 7 : 6;
+  // Around the e4m3 overflow rules: 448 (max), 456 (rounds to 448), 464 (tie, to even 448), just
+  // above 464 (NaN when not saturating), 480 (the NaN code's magnitude), huge, inf.
+  const float boundaries[] = {448.0f, 455.99f, 456.0f, 463.99f, 464.0f, 464.01f, 479.99f, 480.0f, 1e6f, INFINITY,
+                              447.0f, 0x1p-9f, 0.75f * 0x1p-9f, 0x1p-10f};
   uint32_t nan_bits[2] = {0x7FC00000u, 0xFFA12345u};  // canonical, and negative with a payload
   float nans[2];
   std::memcpy(nans, nan_bits, sizeof(nans));
@@ -85,6 +95,12 @@ std::vector<uint8_t> make_values(const WriteCase& c, int64_t rows, int64_t row_s
         case 3: x *= 1e-6f; break;
         case 4: if ((col / kDsMlaTile) % 2 == 0) x = 0.0f; break;
         case 5: if (col % kDsMlaTile == 0) x = std::ldexp(448.0f, col / kDsMlaTile - 2); break;
+        case 7: {  // boundary_values only; times the scale, so x / scale lands on them
+          const float b = boundaries[col % (sizeof(boundaries) / sizeof(boundaries[0]))];
+          x = ((col / 16) % 2 ? -b : b) * c.fp8_scale;
+          if (col % 41 == 3) x = nans[(col / 41) % 2];
+          break;
+        }
         case 6:
           if (col % 37 == 5) x = nans[(col / 37) % 2];
           if (col % 53 == 7) x = (col / 53) % 2 ? -INFINITY : INFINITY;
@@ -129,8 +145,9 @@ struct WriteData {
   int64_t latent_stride = 0, rope_stride = 0, page_stride = 0;  // elements
   std::vector<uint8_t> latent, rope, cache, slot_bytes;
 
+  // scale_ptr: a float holding c.fp8_scale where the view lives (used when c.device_scale).
   WriteKVArgs args(void* latent_ptr, void* rope_ptr, void* slots_ptr, void* cache_ptr,
-                   DeviceType device, int device_id) const {
+                   DeviceType device, int device_id, void* scale_ptr = nullptr) const {
     const int64_t n = c.num_tokens;
     const int w = row_elems(c.format);
     WriteKVArgs a;
@@ -142,6 +159,11 @@ struct WriteData {
                           device_id);
     a.cache.format = c.format;
     a.cache.scale = c.fp8_scale;
+    if (c.device_scale) {
+      a.cache.scale = 7.25f;  // must be ignored (no test scale is 7.25)
+      a.cache.device_scale = make_tensor(scale_ptr, DType::kFloat32, {1}, device, device_id);
+    }
+    a.e4m3_overflow = c.overflow;
     a.cache.data = c.cache_4d
         ? make_tensor_strided(cache_ptr, cache_dtype(c), {c.num_pages, kPageSize, 1, w},
                               {page_stride, w, w, 1}, device, device_id)
@@ -208,8 +230,9 @@ GpuResult run_gpu(const WriteData& d, bool through_graph = false, unsigned initi
   DeviceBuffer latent = upload(d.latent), rope = upload(d.rope), slots = upload(d.slot_bytes);
   DeviceBuffer cache = upload(d.cache);
   DeviceBuffer error = upload(std::vector<unsigned>{initial_error});
+  DeviceBuffer scale = upload(std::vector<float>{d.c.fp8_scale});
   const WriteKVArgs args =
-      d.args(latent.get(), rope.get(), slots.get(), cache.get(), DeviceType::kCUDA, device);
+      d.args(latent.get(), rope.get(), slots.get(), cache.get(), DeviceType::kCUDA, device, scale.get());
   unsigned* error_word = d.c.error_word ? error.as<unsigned>() : nullptr;
   Stream stream;
   if (through_graph) {
@@ -235,8 +258,9 @@ GpuResult run_reference(const WriteData& d) {
   GpuResult r;
   r.cache = d.cache;
   std::vector<uint8_t> latent = d.latent, rope = d.rope, slots = d.slot_bytes;
+  float scale = d.c.fp8_scale;
   r.error_word = reference::write_kv(
-      d.args(latent.data(), rope.data(), slots.data(), r.cache.data(), DeviceType::kCPU, 0));
+      d.args(latent.data(), rope.data(), slots.data(), r.cache.data(), DeviceType::kCPU, 0, &scale));
   return r;
 }
 
@@ -479,6 +503,164 @@ TEST(WriteKV, RejectsMismatchedRopeDtype) {
     FAIL() << "write_kv accepted k_rope fp16 with kv_latent bf16";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+  }
+}
+
+// ---- per-tensor FP8 as engines write it: device-held scale, overflow modes --------------------------
+
+TEST(WriteKV, DeviceScaleMatchesReference) {
+  // Non-power-of-two scales make x / scale inexact: the division must round as the host's does.
+  for (float scale : {1.0f, 0.37f, 3.0f, 1e-3f, 0.0173f, 0x1p-4f}) {
+    for (DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (E4M3Overflow overflow : {E4M3Overflow::kSaturate, E4M3Overflow::kNaN}) {
+        WriteCase c;
+        c.format = KVFormat::kFP8E4M3;
+        c.input_dtype = t;
+        c.num_tokens = 300;
+        c.num_pages = 6;
+        c.negative_slots = 7;
+        c.beyond_slots = 2;
+        c.fp8_scale = scale;
+        c.device_scale = true;
+        c.overflow = overflow;
+        c.non_finite = true;
+        c.boundary_values = true;
+        c.row_pad = scale == 3.0f ? 1 : 0;  // also the element-wise path
+        c.seed = 120;
+        expect_matches_reference(c);
+      }
+    }
+  }
+}
+
+TEST(WriteKV, NaNOverflowAroundTheBoundaries) {
+  for (float scale : {1.0f, 0.5f, 0.37f}) {
+    for (bool device_scale : {false, true}) {
+      for (DType t : {DType::kBFloat16, DType::kFloat32}) {
+        WriteCase c;
+        c.format = KVFormat::kFP8E4M3;
+        c.input_dtype = t;
+        c.num_tokens = 64;
+        c.num_pages = 2;
+        c.fp8_scale = scale;
+        c.device_scale = device_scale;
+        c.overflow = E4M3Overflow::kNaN;
+        c.non_finite = true;
+        c.boundary_values = true;
+        c.seed = 121;
+        expect_matches_reference(c);
+        // The mode is visible: the NaN codes of both signs appear (464.01, 480, inf overflow).
+        const WriteData d = make_write_data(c);
+        const GpuResult got = run_gpu(d);
+        const GpuResult before{d.cache, 0};
+        int nan_pos = 0, nan_neg = 0;
+        for (size_t i = 0; i < got.cache.size(); ++i) {
+          if (got.cache[i] == before.cache[i]) continue;
+          nan_pos += got.cache[i] == 0x7F;
+          nan_neg += got.cache[i] == 0xFF;
+        }
+        EXPECT_GT(nan_pos, 0) << c.describe();
+        EXPECT_GT(nan_neg, 0) << c.describe();
+      }
+    }
+  }
+}
+
+TEST(WriteKV, BadDeviceScaleWritesNothingAndIsFlagged) {
+  for (float bad : {NAN, 0.0f, -0.0f, -1.0f, INFINITY, -INFINITY}) {
+    for (bool through_graph : {false, true}) {
+      WriteCase c;
+      c.format = KVFormat::kFP8E4M3;
+      c.input_dtype = DType::kFloat32;
+      c.num_tokens = 1000;  // many blocks: none may write
+      c.num_pages = 20;
+      c.beyond_slots = 3;
+      c.fp8_scale = bad;
+      c.device_scale = true;
+      c.seed = 122;
+      SCOPED_TRACE(c.describe());
+      WriteData d = make_write_data(c);
+      std::fill(d.cache.begin(), d.cache.end(), uint8_t{0xA5});  // poison
+      const GpuResult got = run_gpu(d, through_graph);
+      EXPECT_EQ(first_difference(d, d.cache, got.cache), "");
+      EXPECT_EQ(got.error_word, unsigned{kDeviceErrorScale}) << describe_device_errors(got.error_word);
+      const GpuResult expected = run_reference(d);
+      EXPECT_EQ(expected.error_word, unsigned{kDeviceErrorScale});
+      EXPECT_EQ(first_difference(d, d.cache, expected.cache), "");
+    }
+  }
+}
+
+TEST(WriteKV, GraphReplaysSeeTheDeviceScaleOfTheirTime) {
+  int device = 0;
+  OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+  WriteCase c;
+  c.format = KVFormat::kFP8E4M3;
+  c.input_dtype = DType::kBFloat16;
+  c.num_tokens = 500;
+  c.num_pages = 10;
+  c.device_scale = true;
+  c.boundary_values = true;
+  c.overflow = E4M3Overflow::kNaN;
+  c.seed = 123;
+  const WriteData d = make_write_data(c);
+  DeviceBuffer latent = upload(d.latent), rope = upload(d.rope), slots = upload(d.slot_bytes);
+  DeviceBuffer cache = upload(d.cache);
+  DeviceBuffer error = upload(std::vector<unsigned>{0u});
+  DeviceBuffer scale = upload(std::vector<float>{1.0f});
+  const WriteKVArgs args =
+      d.args(latent.get(), rope.get(), slots.get(), cache.get(), DeviceType::kCUDA, device, scale.get());
+  Stream stream;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  OPENMLA_TEST_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
+  write_kv(args, stream.get(), error.as<unsigned>());
+  OPENMLA_TEST_CUDA(cudaStreamEndCapture(stream.get(), &graph));
+  OPENMLA_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<uint8_t> last = d.cache;
+  // Every replay rewrites the same slots in full, so the reference from the original cache applies.
+  for (float value : {0.37f, 2.0f, 0.0173f, NAN, 5.5f}) {
+    SCOPED_TRACE(value);
+    OPENMLA_TEST_CUDA(cudaMemcpy(scale.get(), &value, sizeof(float), cudaMemcpyHostToDevice));
+    OPENMLA_TEST_CUDA(cudaMemset(error.get(), 0, sizeof(unsigned)));
+    OPENMLA_TEST_CUDA(cudaGraphLaunch(exec, stream.get()));
+    stream.sync();
+    const std::vector<uint8_t> got = download<uint8_t>(cache);
+    const unsigned got_error = download<unsigned>(error)[0];
+    if (std::isnan(value)) {
+      EXPECT_EQ(first_difference(d, last, got), "");  // untouched since the previous replay
+      EXPECT_EQ(got_error, unsigned{kDeviceErrorScale});
+    } else {
+      WriteData at = d;
+      at.c.fp8_scale = value;
+      EXPECT_EQ(first_difference(d, run_reference(at).cache, got), "");
+      EXPECT_EQ(got_error, 0u);
+    }
+    last = got;
+  }
+  OPENMLA_TEST_CUDA(cudaGraphExecDestroy(exec));
+  OPENMLA_TEST_CUDA(cudaGraphDestroy(graph));
+}
+
+TEST(WriteKV, NaNOverflowRejectedForOtherFormats) {
+  for (KVFormat f : {KVFormat::kBF16, KVFormat::kFP16, KVFormat::kFP8DsMla}) {
+    WriteCase c;
+    c.format = f;
+    c.num_tokens = 4;
+    c.overflow = E4M3Overflow::kNaN;
+    const WriteData d = make_write_data(c);
+    int device = 0;
+    OPENMLA_TEST_CUDA(cudaGetDevice(&device));
+    DeviceBuffer latent = upload(d.latent), rope = upload(d.rope), slots = upload(d.slot_bytes);
+    DeviceBuffer cache = upload(d.cache);
+    const WriteKVArgs args = d.args(latent.get(), rope.get(), slots.get(), cache.get(), DeviceType::kCUDA, device);
+    try {
+      write_kv(args, nullptr);
+      FAIL() << "accepted kNaN for " << kv_format_name(f);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("e4m3_overflow"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -140,6 +140,19 @@ class Backend(enum.Enum):
     sm90 = 2
     """wgmma/TMA kernel, sm_90a only"""
 
+class E4M3Overflow(enum.Enum):
+    """
+    What an fp8_e4m3 write stores for a value that rounds past 448 (write_kv's overflow).
+    """
+
+    saturate = 0
+    """+-448, NaN -> 0x7F (CUDA's satfinite conversion; vLLM)"""
+
+    nan = 1
+    """
+    NaN with the value's sign (torch's float -> float8_e4m3fn cast; SGLang), fp8_e4m3 only
+    """
+
 class Fp8Math(enum.Enum):
     """Opt-in FP8 math for per-tensor fp8_e4m3 caches on the sm90 backend."""
 
@@ -360,9 +373,9 @@ class DecodePlan:
         Reads the sticky device error word of a plan's workspace as an int of DEVICE_ERROR_* bits (openmla.DeviceError); synchronizes `stream`.
         """
 
-def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: KVFormat, kv_scale: float = 1.0, stream: int | None = 0, error_workspace: object | None = None) -> None:
+def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: KVFormat, kv_scale: float = 1.0, stream: int | None = 0, error_workspace: object | None = None, device_scale: object | None = None, overflow: E4M3Overflow = E4M3Overflow.saturate) -> None:
     """
-    Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache (skipped either way). All CUDA tensors on the current device; ValueError / TypeError otherwise.
+    Scatters n tokens into the paged cache, converting to its format, in one kernel on `stream`. kv_latent [n, 512] and k_rope [n, 64] (bfloat16, float16 or float32); slots [n] int32/int64 = page * 64 + offset (negative = skip); kv_cache [num_pages, 64, (1,) W]; kv_scale: an fp8_e4m3 cache stores e4m3(x / kv_scale); stream: as for DecodePlan.plan (None: kv_cache's framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache (skipped either way). device_scale: fp8_e4m3 only, a float32 one-element tensor on the cache's device read by the kernel instead of kv_scale; not finite and > 0: nothing is written and the error word gets DEVICE_ERROR_SCALE. overflow: E4M3Overflow (fp8_e4m3; nan is rejected for other formats). All CUDA tensors on the current device; ValueError / TypeError otherwise.
     """
 
 def move_kv(caches: object | None, src_slots: object | None, dst_slots: object | None, row_indptr: object | None, kv_format: KVFormat, stream: int | None = 0, error_workspace: object | None = None) -> None:

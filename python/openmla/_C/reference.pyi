@@ -11,9 +11,9 @@ def decode(q: object | None, kv_cache: object | None, block_table: object | None
     Exact attention (float64 accumulation; fp8_math qk_and_pv: the FP8-math kernel's arithmetic) on CPU tensors, arguments as DecodePlan.run; out (float64, float32, bfloat16 or float16) and lse (float64 or float32) are required here. The shape comes from q: [b, s_q, h_q, 576], or with query_layout ragged [total_q, h_q, 576] and b = len(q_indptr) - 1, q_len (the most tokens of a request; 0: min(total_q, MAX_QUERY_LEN, or MAX_TREE_QUERY_LEN with a tree mask)). kv_device_scale: the fp8_e4m3 cache's scale as a float32 tensor of one element (the GPU's device-held scale; kv_scale is then ignored); q_scale: with a float8_e4m3fn query (which needs kv_device_scale), value = code * q_scale[0]. Returns the device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it guards are NaN. Raises ValueError / TypeError for bad arguments.
     """
 
-def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0) -> int:
+def write_kv(kv_latent: object | None, k_rope: object | None, slots: object | None, kv_cache: object | None, kv_format: openmla._C.KVFormat, kv_scale: float = 1.0, device_scale: object | None = None, overflow: openmla._C.E4M3Overflow = openmla._C.E4M3Overflow.saturate) -> int:
     """
-    CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors; returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped).
+    CPU write_kv with the GPU writer's codecs and skip rules, arguments as write_kv on CPU tensors (a device_scale is a one-element float32 CPU tensor here); returns the device error word (DEVICE_ERROR_SLOT_OUT_OF_RANGE for slots beyond the cache, which are skipped; DEVICE_ERROR_SCALE alone for a device_scale that is not finite and > 0, which writes nothing).
     """
 
 def move_kv(caches: object | None, src_slots: object | None, dst_slots: object | None, row_indptr: object | None, kv_format: openmla._C.KVFormat) -> int:

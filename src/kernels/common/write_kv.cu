@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "kernels/common/e4m3_overflow.h"
 #include "openmla/error.h"
 #include "openmla/fp8.h"
 
@@ -127,6 +128,15 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// stored = e4m3(x / scale), a true (round-to-nearest) division as the host codec does; with
+// nan_overflow, E4M3Overflow::kNaN (a NaN x keeps its sign, as fp8::e4m3_encode_scaled_nan_overflow).
+__device__ __forceinline__ uint8_t to_e4m3_scaled(float x, float scale, bool nan_overflow) {
+  const float y = __fdiv_rn(x, scale);
+  const uint8_t saturated = to_e4m3(y);
+  return nan_overflow ? e4m3_nan_overflow_from_saturated(saturated, __float_as_uint(y), __float_as_uint(x))
+                      : saturated;
+}
+
 // 16 values of a 16-bit cache row (bf16 or fp16), converted through float as the host does.
 template <typename Out, typename In, bool kVectorized>
 __device__ __forceinline__ void write16_as16bit(const In* src, uint8_t* dst) {
@@ -169,6 +179,22 @@ __device__ __forceinline__ float tile_amax_combine(float lower, float upper) {
 template <typename In, KVFormat kFormat, bool kVectorized>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
 write_kv_kernel(const WriteKVParams p) {
+  [[maybe_unused]] float fp8_scale = p.fp8_scale;  // kFP8E4M3 only
+  if constexpr (kFormat == KVFormat::kFP8E4M3) {
+    if (p.device_scale != nullptr) {  // uniform over the grid: the barrier is reached by every thread
+      __shared__ float block_scale;   // one load per block
+      if (threadIdx.x == 0) block_scale = *p.device_scale;
+      __syncthreads();
+      fp8_scale = block_scale;
+      // Every block sees the same value, so a bad scale writes no byte anywhere.
+      if (!(isfinite(fp8_scale) && fp8_scale > 0.0f)) {
+        if (blockIdx.x == 0 && threadIdx.x == 0 && p.error_word != nullptr) {
+          atomicOr(p.error_word, kDeviceErrorScale);
+        }
+        return;
+      }
+    }
+  }
   const int lane = threadIdx.x % kWarpSize;
   const int64_t token = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (token >= p.num_tokens) return;
@@ -198,17 +224,17 @@ write_kv_kernel(const WriteKVParams p) {
                                             dst + (kHeadDimV + lane * kValuesPerLane) * kBytes);
     }
   } else if constexpr (kFormat == KVFormat::kFP8E4M3) {
-    // stored = e4m3(x / scale): a true (round-to-nearest) division, as the host codec does.
     float v[kValuesPerLane];
     uint8_t q[kValuesPerLane];
+    const bool nan_overflow = p.e4m3_nan_overflow;
     load16<In, kVectorized>(latent, v);
 #pragma unroll
-    for (int i = 0; i < kValuesPerLane; ++i) q[i] = to_e4m3(__fdiv_rn(v[i], p.fp8_scale));
+    for (int i = 0; i < kValuesPerLane; ++i) q[i] = to_e4m3_scaled(v[i], fp8_scale, nan_overflow);
     store16_u8<kVectorized>(dst + lane * kValuesPerLane, q);
     if (has_rope) {
       load16<In, kVectorized>(rope, v);
 #pragma unroll
-      for (int i = 0; i < kValuesPerLane; ++i) q[i] = to_e4m3(__fdiv_rn(v[i], p.fp8_scale));
+      for (int i = 0; i < kValuesPerLane; ++i) q[i] = to_e4m3_scaled(v[i], fp8_scale, nan_overflow);
       store16_u8<kVectorized>(dst + kHeadDimV + lane * kValuesPerLane, q);
     }
   } else {

@@ -30,8 +30,11 @@ struct WriteKVParams {
   int64_t num_slots;   // num_pages * 64: slots at or beyond are skipped and flagged
   KVFormat format;
   float fp8_scale;     // kFP8E4M3: stored = e4m3(x / fp8_scale)
+  const float* device_scale;  // kFP8E4M3, optional (nullptr): the scale read on the device instead of
+                              // fp8_scale; not finite and > 0: nothing is written, kDeviceErrorScale
+  bool e4m3_nan_overflow;     // kFP8E4M3: E4M3Overflow::kNaN (false: saturate)
 
-  unsigned* error_word;  // optional (nullptr): gets kDeviceErrorSlotOutOfRange
+  unsigned* error_word;  // optional (nullptr): gets kDeviceErrorSlotOutOfRange, kDeviceErrorScale
 
   // Every base pointer and row/page stride is a multiple of 16 bytes: the kernel moves 16-byte
   // vectors. Otherwise it falls back to element accesses (same results).
