@@ -15,8 +15,15 @@ Both call styles that engines use work, with PyTorch tensors:
   Returns int32 tensors shaped like FlashMLA's ([num_sms, 8] and [b + 1]), so that engines that
   copy them into persistent CUDA-graph buffers keep working. Their contents mean nothing (they are
   not even initialised): they mark a step. OpenMLA's split-KV schedule lives in a workspace that
-  this module owns, one per (device, stream, shape), and is written by OpenMLA's planning kernel
-  from cache_seqlens on the device: no host synchronisation, capturable in a CUDA graph.
+  this module owns, and is written by OpenMLA's planning kernel from cache_seqlens on the device:
+  no host synchronisation, capturable in a CUDA graph.
+
+Workspaces: one per (device, stream), shared by every shape called on that stream (calls on a
+stream run in order), allocated with torch's allocator, so engines' memory profiling sees them and
+a first call inside a CUDA-graph capture takes the graph's memory pool. Its size is that of the
+largest shape called so far (tens of MB at b = 128, h_q = 128); a larger shape
+replaces it by one at least twice as large and keeps the old one for the graphs that captured it.
+Graphs captured on one stream must not be replayed concurrently on different streams.
 
 * Current style: ``sched_meta, _ = get_mla_metadata()`` returns an empty FlashMLASchedMeta that the
   first flash_mla_with_kvcache call fills; later calls with the same object must have the same
@@ -176,7 +183,7 @@ def set_check(enabled: bool) -> bool:
 
 def device_errors(stream: Any = None) -> DeviceError:
     """The device error bits set since the last read, OR-ed over every workspace this module owns
-    (one per device, stream and shape); the words are cleared. DeviceError.NONE when no guard
+    (per device and stream, and those a larger shape replaced); the words are cleared. DeviceError.NONE when no guard
     fired (and when no call has run yet).
 
     stream: None reads every workspace; a torch.cuda.Stream or a cudaStream_t (int) reads those
@@ -186,9 +193,9 @@ def device_errors(stream: Any = None) -> DeviceError:
     CUDA graph, TypeError for a bad stream."""
     wanted = None if stream is None else resolve_stream(stream)
     by_device: Dict[int, list] = {}
-    for key, state in list(_states.items()):
-        if wanted is None or key[1] == wanted:
-            by_device.setdefault(key[0], []).append(state)
+    for (index, on_stream), workspace in list(_workspaces.items()):
+        if (wanted is None or on_stream == wanted) and workspace.tensor is not None:
+            by_device.setdefault(index, []).extend([workspace.tensor, *workspace.retired])
     word = 0
     if not by_device:
         return DeviceError(0)
@@ -200,10 +207,10 @@ def device_errors(stream: Any = None) -> DeviceError:
                                    "synchronizes, so call it outside the capture (e.g. after a replay)")
             torch.cuda.synchronize(index)  # every stream's calls done: the legacy stream reads them
             cleared = False
-            for state in states:
-                bits = DecodePlan.read_device_errors(state.workspace, 0)
+            for tensor in states:
+                bits = DecodePlan.read_device_errors(tensor, 0)
                 if bits:
-                    DecodePlan.reset_device_errors(state.workspace, 0)
+                    DecodePlan.reset_device_errors(tensor, 0)
                     word |= bits
                     cleared = True
             if cleared:
@@ -211,10 +218,10 @@ def device_errors(stream: Any = None) -> DeviceError:
     return DeviceError(word)
 
 
-def _check_call(state: "_PlanState", stream: int) -> None:
-    bits = DecodePlan.read_device_errors(state.workspace, stream)
+def _check_call(workspace: Any, stream: int) -> None:
+    bits = DecodePlan.read_device_errors(workspace, stream)
     if bits:
-        DecodePlan.reset_device_errors(state.workspace, stream)
+        DecodePlan.reset_device_errors(workspace, stream)
         raise FlashMLADeviceError(DeviceError(bits))
 
 
@@ -325,15 +332,48 @@ def get_mla_metadata(
     return tile_scheduler_metadata, num_splits
 
 
+class _Workspace:
+    """The device memory of every call on one (device, stream). Calls on a stream run in order, so they
+    share it whatever their shapes: its size is the largest plan's so far, not the sum over every batch
+    size an engine captures. planned_for names the plan and step whose schedule it holds. A buffer that
+    grows is replaced, and the old one is kept (retired): a captured CUDA graph may still use it, and its
+    error word is still read by device_errors(). Engines capture their largest shape first, so it rarely
+    grows; each growth at least doubles it."""
+
+    __slots__ = ("tensor", "bytes", "planned_for", "retired")
+
+    def __init__(self) -> None:
+        self.tensor: Any = None
+        self.bytes = 0
+        self.planned_for: Any = None
+        self.retired: list = []
+
+    def fit(self, torch: Any, plan: DecodePlan, device_index: int, stream: int) -> Any:
+        """The workspace tensor, grown (on the stream's allocator) if the plan needs more."""
+        needed = plan.workspace_bytes
+        if needed > self.bytes:
+            size = max(needed, 2 * self.bytes)
+            tensor = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device_index}")
+            DecodePlan.reset_device_errors(tensor, stream)
+            if self.tensor is not None:
+                self.retired.append(self.tensor)
+            self.tensor, self.bytes, self.planned_for = tensor, size, None
+        return self.tensor
+
+
+_workspaces: Dict[Tuple[int, int], _Workspace] = {}  # by (device, stream)
+
+
 class _PlanState:
-    """A DecodePlan, its workspace, and which step its schedule was last written for."""
+    """A DecodePlan and the workspace of its (device, stream)."""
 
-    __slots__ = ("plan", "workspace", "planned_for")
+    __slots__ = ("plan", "workspace", "device_index", "stream")
 
-    def __init__(self, plan: DecodePlan, workspace: Any) -> None:
+    def __init__(self, plan: DecodePlan, workspace: _Workspace, device_index: int, stream: int) -> None:
         self.plan = plan
         self.workspace = workspace
-        self.planned_for: Any = None
+        self.device_index = device_index
+        self.stream = stream
 
 
 _states: Dict[Tuple[Any, ...], _PlanState] = {}
@@ -348,9 +388,10 @@ def _state_for(torch: Any, shape: DecodeShape, device_index: int, stream: int) -
             plan = DecodePlan(shape, device=device_index)
         except ValueError as e:  # the shape came from q's dims
             raise ValueError(f"q: {e}" if str(e).startswith("shape.") else str(e)) from None
-        workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=f"cuda:{device_index}")
-        DecodePlan.reset_device_errors(workspace, stream)
-        state = _states[key] = _PlanState(plan, workspace)
+        workspace = _workspaces.get((device_index, stream))
+        if workspace is None:
+            workspace = _workspaces[(device_index, stream)] = _Workspace()
+        state = _states[key] = _PlanState(plan, workspace, device_index, stream)
     return state
 
 
@@ -623,21 +664,24 @@ def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: A
     if stream is None:  # a torch without DLPack's C exchange API
         stream = torch.cuda.current_stream(q.device).cuda_stream
     state = sig.state(torch, stream)
-    planned_for = (step, cache_seqlens.data_ptr(), _C.stream_capture_id(stream))
-    if state.planned_for != planned_for:
-        state.plan.plan(cache_seqlens, state.workspace, stream)
-        state.planned_for = planned_for
+    shared = state.workspace
+    workspace = shared.fit(torch, state.plan, state.device_index, stream)
+    capture = _C.stream_capture_id(stream)
+    planned_for = (state, step, cache_seqlens.data_ptr(), capture)
+    if shared.planned_for != planned_for:
+        state.plan.plan(cache_seqlens, workspace, stream)
+        shared.planned_for = planned_for
 
     device = q.device
     out = torch.empty(sig.b, sig.s_q, sig.h_q, _HEAD_DIM_V, dtype=sig.out_dtype, device=device)
     softmax_lse = torch.empty(sig.b, sig.h_q, sig.s_q, dtype=torch.float32, device=device)
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
     state.plan.run(q, k_cache, _widened_block_table_cached(block_table), cache_seqlens, float(softmax_scale), out,
-                   softmax_lse.transpose(1, 2), state.workspace, stream, 1.0, None, None, q_scale, kv_scale)
+                   softmax_lse.transpose(1, 2), workspace, stream, 1.0, None, None, q_scale, kv_scale)
     if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
         softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
-    if _check_calls and not planned_for[2]:
-        _check_call(state, stream)
+    if _check_calls and not capture:
+        _check_call(workspace, stream)
     return out, softmax_lse
 
 

@@ -100,6 +100,30 @@ def test_empty_requests_lse_flashmla_plus_inf_or_minus_inf():
         flash_mla.set_empty_lse("+inf")
 
 
+def test_shapes_on_one_stream_share_a_workspace_and_interleave_correctly():
+    # Two batch sizes of one step interleaved on one stream (as an engine's layers of two micro-batches):
+    # one workspace for both, each call re-planned when the other overwrote the schedule.
+    small = torch_mla.make_paged(torch, "bf16", [70, 300], seed=5)
+    large = torch_mla.make_paged(torch, "bf16", [64, 1000, 5, 129, 700, 0], seed=6)
+    q_small = torch_mla.random_q(torch, 2, 1, 16, torch.bfloat16, seed=5)
+    q_large = torch_mla.random_q(torch, 6, 1, 16, torch.bfloat16, seed=6)
+    md_small, ns_small = flash_mla.get_mla_metadata(small.seqlens, 16, 1)
+    md_large, ns_large = flash_mla.get_mla_metadata(large.seqlens, 16, 1)
+    before = set(flash_mla._workspaces)
+    for _layer in range(2):
+        for paged, q, md, ns in ((small, q_small, md_small, ns_small), (large, q_large, md_large, ns_large)):
+            out, lse = flash_mla.flash_mla_with_kvcache(q, paged.cache, paged.block_table, paged.seqlens, 512, md, ns,
+                                                        SCALE_DS)
+            ref_out, ref_lse = torch_mla.reference(torch, q, paged, SCALE_DS, False, flashmla_lse=True)
+            torch_mla.assert_close(torch, out, lse.transpose(1, 2), ref_out, ref_lse)
+    stream = torch.cuda.current_stream().cuda_stream
+    assert set(flash_mla._workspaces) - before <= {(torch.cuda.current_device(), stream)}
+    assert flash_mla._workspaces[(torch.cuda.current_device(), stream)].tensor is not None
+
+
+SCALE_DS = 0.1352337788608801
+
+
 def test_bad_arguments_name_themselves():
     paged = torch_mla.make_paged(torch, "bf16", [10], seed=5)
     q = torch_mla.random_q(torch, 1, 1, 16, torch.bfloat16)
