@@ -524,10 +524,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
     const bool poison = errors != 0;
     // A row's factor on O (output scale / l): NaN for a poisoned segment, 0 for a row that saw no key.
-    const float out_scale = p.out_scale * scales.out;
     const auto row_factor = [&](int local_row) {
       const float l = sm.row_sum[cur][local_row];
-      return poison ? NAN : (l > 0.f ? out_scale / l : 0.f);
+      return poison ? NAN : (l > 0.f ? p.out_scale * scales.out / l : 0.f);
     };
     const bool odd = c & 1;
     if (!write_final) {
