@@ -50,6 +50,9 @@ enum DeviceErrorBits : unsigned {
   kDeviceErrorScale = 1u << 7,               // a device-held FP8 scale (KVCache::device_scale, DecodeArgs::q_scale)
                                              // that is not finite and > 0: decode outputs NaN, write_kv writes
                                              // nothing
+  kDeviceErrorSparseIndex = 1u << 8,         // sparse decode: an index other than -1 outside [0, num_pages *
+                                             // page_block_size) of its cache (never dereferenced; that query
+                                             // token's rows are NaN)
 };
 
 // "negative_seqlen|page_id_out_of_range" style text for a device error word.

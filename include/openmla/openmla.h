@@ -7,6 +7,7 @@
 #include "openmla/kv_format.h"
 #include "openmla/move_kv.h"
 #include "openmla/reference.h"
+#include "openmla/sparse_decode.h"
 #include "openmla/tensor.h"
 #include "openmla/tree_mask.h"
 #include "openmla/version.h"

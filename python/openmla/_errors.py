@@ -34,9 +34,11 @@ class DeviceError(enum.IntFlag):
     #: ragged q_indptr negative, decreasing, past total_q, or a request with more than q_len tokens
     #: (its rows are not written).
     QUERY_OFFSETS = _C.DEVICE_ERROR_QUERY_OFFSETS
-    #: a device-held FP8 scale (write_kv's tensor kv_scale) that is not finite and > 0: write_kv
-    #: writes nothing.
+    #: a device-held FP8 scale (a tensor kv_scale or q_scale) that is not finite and > 0: decode gives
+    #: NaN rows, write_kv writes nothing.
     SCALE = _C.DEVICE_ERROR_SCALE
+    #: sparse decode: an index other than -1 outside its cache (that query token's rows are NaN).
+    SPARSE_INDEX = _C.DEVICE_ERROR_SPARSE_INDEX
 
 
 def as_device_error(word: int) -> DeviceError:

@@ -140,6 +140,7 @@ void register_tensors(nb::module_& m) {
   m.attr("DEVICE_ERROR_PLAN_MISMATCH") = static_cast<unsigned>(kDeviceErrorPlanMismatch);
   m.attr("DEVICE_ERROR_QUERY_OFFSETS") = static_cast<unsigned>(kDeviceErrorQueryOffsets);
   m.attr("DEVICE_ERROR_SCALE") = static_cast<unsigned>(kDeviceErrorScale);
+  m.attr("DEVICE_ERROR_SPARSE_INDEX") = static_cast<unsigned>(kDeviceErrorSparseIndex);
   m.def("describe_device_errors", &describe_device_errors, "word"_a,
         "A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).");
 }

@@ -31,6 +31,7 @@ std::string describe_device_errors(unsigned word) {
       {kDeviceErrorPlanMismatch, "plan_mismatch"},
       {kDeviceErrorQueryOffsets, "query_offsets"},
       {kDeviceErrorScale, "scale"},
+      {kDeviceErrorSparseIndex, "sparse_index"},
   };
   std::string text;
   unsigned known = 0;
