@@ -218,9 +218,12 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
   }
 
   if (writer) {
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float inv = sum > 0.f ? 1.f / sum : 0.f;
     const auto [qi, head] = query_row(p, row);
-    T* out = static_cast<T*>(p.out) + out_offset(p, rq ? rq->base : req, qi, head);
+    // General form only: sparse decode's requests are query tokens (sparse_out_row), and its attention sink.
+    const OutRow at = rq && p.sparse_q_len > 0 ? sparse_out_row(p, req) : OutRow{rq ? rq->base : req, qi};
+    if (rq) inv *= sink_factor(p, head, has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY));
+    T* out = static_cast<T*>(p.out) + out_offset(p, at.req, at.token, head);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       const int col = (col4 + v * kTpr) * 4;
@@ -230,8 +233,7 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
       *reinterpret_cast<uint2*>(out + col) = packed;
     }
     if (chunk == 0 && c == 0) {
-      p.lse[lse_offset(p, rq ? rq->base : req, qi, head)] =
-          has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
+      p.lse[lse_offset(p, at.req, at.token, head)] = has_nan ? NAN : (sum > 0.f ? m + logf(sum) : -INFINITY);
     }
   }
 }
@@ -242,8 +244,8 @@ __device__ __forceinline__ void combine_tile(const DecodeParams& p, int req, con
 // request exits while the decode still runs (whole-request plans, large batches: the wait and the loads
 // after the decode would add microseconds to every call). One CTA always waits: this grid
 // must not complete before the decode grid, since the next kernel's wait covers only this grid.
-// kGeneral: the general-query form (ragged queries or padded heads: request_queries, request_row); a request with a
-// malformed offset pair is not written.
+// kGeneral: the general-query form (ragged queries, padded heads or sparse decode: request_queries, request_row); a
+// request with a malformed offset pair is not written.
 template <typename T, int kF, bool kFp16, bool kGeneral>
 __global__ void __launch_bounds__(kCombineThreads, kCombineMinCtasPerSm)
     combine_kernel(DecodeParams p, int num_groups) {
@@ -273,7 +275,7 @@ cudaError_t launch_tile(const DecodeParams& p, int num_groups, bool programmatic
   using S = TileShape<kF>;
   const int tiles = (p.rows + S::kRows - 1) / S::kRows * S::kChunks;
   const dim3 grid(tiles, std::min(num_groups, 65535));
-  const bool general = p.q_indptr != nullptr || p.heads != p.num_heads;
+  const bool general = p.q_indptr != nullptr || p.heads != p.num_heads || p.sparse_q_len > 0;
   auto* kernel = general ? (p.fp16_partials ? combine_kernel<T, kF, true, true> : combine_kernel<T, kF, false, true>)
                             : (p.fp16_partials ? combine_kernel<T, kF, true, false> : combine_kernel<T, kF, false, false>);
   return launch_kernel(kernel, grid, kCombineThreads, 0, stream, programmatic, p, num_groups);

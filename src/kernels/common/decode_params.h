@@ -70,6 +70,24 @@ struct DecodeParams {
   // otherwise. Only the e4m3 instantiations read them.
   const float* kv_descale;
   const float* q_descale;
+
+  // Sparse top-k decode (SparseDecodePlan; the portable kernel's sparse-key variant). Its requests are the call's
+  // query tokens, request r = b * sparse_q_len + i (q_len 1; out and lse are addressed as token i of request b).
+  // Request r's keys are its sparse_main_len[r] slots of sparse_indices, then the rest of its seqlens[r] from
+  // sparse_extra_indices; a slot is page * page_block + offset of its cache. sparse_q_len 0: not sparse.
+  int sparse_q_len;
+  const int* sparse_indices;        // [b, s_q, topk] int32 (-1: skip), strides below (elements)
+  int64_t sparse_indices_stride_b, sparse_indices_stride_s;
+  const int* sparse_main_len;       // [requests]
+  int sparse_page_block;            // the main cache's tokens per page (p.kv, p.page_stride_bytes)
+  int64_t sparse_slots;             // num_pages * sparse_page_block
+  const int* sparse_extra_indices;  // extra cache (nullptr: none): [b, s_q, extra_topk]
+  int64_t sparse_extra_stride_b, sparse_extra_stride_s;
+  const uint8_t* sparse_extra_kv;
+  int64_t sparse_extra_page_stride_bytes;
+  int sparse_extra_page_block;
+  int64_t sparse_extra_slots;
+  const float* attn_sink;           // [h_q] or nullptr: out *= 1 / (1 + exp(sink[h] - lse)) on the final rows
 };
 
 }  // namespace openmla::kernels

@@ -49,6 +49,21 @@ __device__ __forceinline__ CallScales call_scales(const DecodeParams& p) {
   return {};
 }
 
+// Sparse decode (DecodeParams::sparse_q_len > 0): its requests are the call's query tokens, so request r writes
+// out and lse as token r % s_q of request r / s_q.
+struct OutRow {
+  int req, token;
+};
+__device__ __forceinline__ OutRow sparse_out_row(const DecodeParams& p, int req) {
+  return {req / p.sparse_q_len, req % p.sparse_q_len};
+}
+
+// The attention sink's factor on a final output row: 1 / (1 + exp(sink[head] - lse)), 0 for a sink of +inf or a
+// row that saw nothing (lse -inf); 1 without a sink.
+__device__ __forceinline__ float sink_factor(const DecodeParams& p, int head, float lse) {
+  return p.attn_sink != nullptr ? 1.f / (1.f + expf(p.attn_sink[head] - lse)) : 1.f;
+}
+
 // A row's LSE (natural log) from its scaled running max and its sum of weights l: -inf when no key
 // weighed (l = 0), NaN when a non-finite input reached the sum (l is NaN; "l > 0 ? : -inf" alone made
 // that -inf, and the combine then dropped the part as empty: a finite answer for a NaN input).

@@ -19,7 +19,7 @@ int max_partials(int batch_size, int num_parts) noexcept {
 }
 
 DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts,
-                                       size_t widened_query_elems) {
+                                       size_t widened_query_elems, int sparse_requests) {
   // Counting mode (base == nullptr) and carving share this code, so size and layout cannot differ.
   DecodeWorkspace ws;
   size_t offset = 0;
@@ -37,6 +37,8 @@ DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int
   ws.o_partial_scale = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows) * kPartialBlocks));
   ws.lse_partial = static_cast<float*>(take(sizeof(float) * slots * static_cast<size_t>(rows)));
   ws.widened_query = take(sizeof(uint16_t) * widened_query_elems);
+  ws.sparse_seqlens = static_cast<int*>(take(sizeof(int) * static_cast<size_t>(sparse_requests)));
+  ws.sparse_main_len = static_cast<int*>(take(sizeof(int) * static_cast<size_t>(sparse_requests)));
   ws.bytes = align_up(offset, 256);
   return ws;
 }

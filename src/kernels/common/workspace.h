@@ -20,9 +20,11 @@ struct DecodeWorkspace {
   float* o_partial_scale = nullptr; // [max_partials, rows, 8] (fp16 rows)
   float* lse_partial = nullptr;     // [max_partials, rows]
   void* widened_query = nullptr;    // [widened_query_elems] bf16 (e4m3 queries only; else empty)
+  int* sparse_seqlens = nullptr;    // [sparse_requests]: sparse decode's key counts per request (else empty)
+  int* sparse_main_len = nullptr;   // [sparse_requests]: of which from the main index list
   size_t bytes = 0;
 };
 DecodeWorkspace carve_decode_workspace(void* base, int batch_size, int rows, int num_parts,
-                                       size_t widened_query_elems = 0);
+                                       size_t widened_query_elems = 0, int sparse_requests = 0);
 
 }  // namespace openmla::kernels

@@ -21,6 +21,13 @@ inline constexpr bool kPortableFp16Partials = true;
 inline constexpr int kDsMlaScalesByte = 512;   // ds_mla token: 4 float32 tile scales
 inline constexpr int kDsMlaRopeByte = 528;     // ds_mla token: rope
 
+// The kernel's query/key variants (one instantiation each per tile, query type and cache kind).
+enum PortableQueries : int {
+  kUniformQueries = 0,  // s_q tokens per request, a power-of-two head count, causal or not
+  kGeneralQueries = 1,  // ragged counts, tree masks, any head count (RequestQueries, KeyWindow)
+  kSparseKeys = 2,      // sparse top-k decode: one query token per request, its keys gathered from index lists
+};
+
 template <int kRows, int kTokens, int kWarps>
 struct TileConfig {
   static constexpr int M = kRows;     // query rows per CTA

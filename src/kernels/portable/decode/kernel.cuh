@@ -11,6 +11,9 @@
 // and finally normalize and write out/lse (or a partial for the combine kernel).
 // Guards: a bad seqlen or page id never addresses memory; the segment's rows become NaN and the
 // error word records why. Tokens past seqlen are zero-filled in shared memory, never read.
+// Variants (PortableQueries): uniform queries; general queries (ragged counts, tree masks, padded heads); sparse
+// keys (sparse top-k decode: each request is one query token whose keys are gathered row by row from its index
+// list, SparseRows).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -103,6 +106,96 @@ __device__ __forceinline__ bool load_kv_tile(const DecodeParams& p, int page, in
     }
   });
   return true;
+}
+
+// Sparse keys: the source of each key row of a tile, resolved from the index lists one tile ahead of its copy
+// (three slots: the tile being masked, the tile being copied, the tile being resolved). nullptr: the key is
+// skipped (index -1, or past the request's keys), zero-filled and masked.
+template <class Cfg>
+struct SparseRows {
+  const char* src[3][Cfg::N];
+};
+
+template <class Cfg, bool kSparse>
+__device__ __forceinline__ SparseRows<Cfg>* sparse_rows_storage() {
+  if constexpr (kSparse) {
+    __shared__ SparseRows<Cfg> rows;
+    return &rows;
+  } else {
+    return nullptr;
+  }
+}
+
+// A sparse request's index lists: its query token's rows of indices and extra_indices.
+struct SparseLists {
+  const int* main;
+  const int* extra;
+  int main_len;  // keys from the main list; the rest of the request's keys from the extra one
+};
+__device__ __forceinline__ SparseLists sparse_lists(const DecodeParams& p, int req) {
+  const OutRow token = sparse_out_row(p, req);
+  SparseLists l;
+  l.main = p.sparse_indices + token.req * p.sparse_indices_stride_b + token.token * p.sparse_indices_stride_s;
+  l.extra = p.sparse_extra_indices != nullptr ? p.sparse_extra_indices + token.req * p.sparse_extra_stride_b +
+                                                    token.token * p.sparse_extra_stride_s
+                                              : nullptr;
+  l.main_len = p.sparse_main_len[req];
+  return l;
+}
+
+// Resolves the sources of tile `tile`'s keys into rows.src[tile % 3]; returns whether an index was outside its
+// cache (the key is then skipped too, never dereferenced). seqlen: the request's keys.
+template <class Cfg, int kKind>
+__device__ __forceinline__ bool resolve_sparse_rows(const DecodeParams& p, SparseRows<Cfg>& rows,
+                                                    const SparseLists& lists, int tile, int seqlen) {
+  constexpr int kTokenBytes = KvLayout<kKind>::kTokenBytes;
+  const int main_len = lists.main_len;
+  bool bad = false;
+  for (int r = threadIdx.x; r < Cfg::N; r += Cfg::kThreads) {
+    const int key = tile * Cfg::N + r;
+    const char* src = nullptr;
+    if (key < seqlen) {
+      const bool main = key < main_len;
+      const int64_t slot = main ? lists.main[key] : lists.extra[key - main_len];
+      const int64_t slots = main ? p.sparse_slots : p.sparse_extra_slots;
+      if (slot >= 0 && slot < slots) {
+        const int block = main ? p.sparse_page_block : p.sparse_extra_page_block;
+        const int64_t page_stride = main ? p.page_stride_bytes : p.sparse_extra_page_stride_bytes;
+        const char* base = reinterpret_cast<const char*>(main ? p.kv : p.sparse_extra_kv);
+        src = base + (slot / block) * page_stride + (slot % block) * kTokenBytes;
+      } else {
+        bad |= slot != -1;
+      }
+    }
+    rows.src[tile % 3][r] = src;
+  }
+  return bad;
+}
+
+// A tile's key rows from their resolved sources, as copy_tile_rows copies a page's (same chunk order); a row
+// without a source is zero-filled without a global read.
+template <class Cfg, int kKind>
+__device__ __forceinline__ void load_sparse_tile(const DecodeParams& p, const SparseRows<Cfg>& rows, int tile,
+                                                 void* stage) {
+  constexpr int kRowBytes = KvLayout<kKind>::kTokenBytes;
+  constexpr int kCols = kRowBytes / kChunkBytes;
+  constexpr int kRowsPerWarp = Cfg::N / Cfg::kNumWarps;
+  constexpr int kWarpChunks = kRowsPerWarp * kCols;
+  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRowsPerWarp;
+  const char* const* src = rows.src[tile % 3];
+  char* dst = static_cast<char*>(stage);
+#pragma unroll
+  for (int j = 0; j < (kWarpChunks + 31) / 32; ++j) {
+    const int q = lane + 32 * j;  // chunk index in the warp's run
+    if (kWarpChunks % 32 == 0 || q < kWarpChunks) {
+      const int r = q / kCols, c = q - r * kCols;
+      const char* row = src[row0 + r];
+      const int offset = KvLayout<kKind>::kQuantized ? raw_chunk_offset<kKind>(row0 + r, c)
+                                                     : swizzled_chunk_offset(row0 + r, c);
+      cp_async_16(dst + offset, row != nullptr ? row + c * kChunkBytes : reinterpret_cast<const char*>(p.kv),
+                  row != nullptr);
+    }
+  }
 }
 
 // Fragments of one k-step (16 dims) of S = Q K^T for a warp: A (16 rows of Q), B (kQkKeys keys).
@@ -283,10 +376,13 @@ __device__ __forceinline__ bool store_softmax_weights(const float (&s)[Cfg::kQkK
   return x_max_lo > limit_lo || x_max_hi > limit_hi;
 }
 
-// kGeneral: the general-query variant (ragged queries, tree masks; segment.cuh RequestQueries / KeyWindow). The
-// uniform variant's code is the same with rows = p.rows and the causal limits of key_limit.
-template <class Cfg, typename T, int kKind, bool kGeneral>
+// kQueries (PortableQueries): the general-query variant (ragged queries, tree masks; segment.cuh RequestQueries /
+// KeyWindow) and the sparse-key variant (one query token per request, keys gathered from index lists) share the
+// general form; the uniform variant's code is the same with rows = p.rows and the causal limits of key_limit.
+template <class Cfg, typename T, int kKind, int kQueries>
 __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) portable_decode_kernel(const DecodeParams p) {
+  constexpr bool kGeneral = kQueries != kUniformQueries;
+  constexpr bool kSparse = kQueries == kSparseKeys;
   using Math = MathType<T, kKind>;
   using Smem = SharedStorage<Cfg, Math, kKind>;
   constexpr bool kQuantized = KvLayout<kKind>::kQuantized;
@@ -299,6 +395,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
   if (part.begin_req > part.end_req) return;
   const CallScales scales = call_scales<kKind>(p);
 
+  // Sparse keys: the key rows' sources, in static shared memory of that variant only (nullptr in the others).
+  SparseRows<Cfg>* const sparse_rows = sparse_rows_storage<Cfg, kSparse>();
+
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int qk_m = warp / Cfg::kQkWarpsN, qk_n = warp % Cfg::kQkWarpsN;
   const int pv_m = warp / Cfg::kPvWarpsN, pv_n = warp % Cfg::kPvWarpsN;
@@ -306,7 +405,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
   constexpr int kTilesPerBlock = kPageTokens / Cfg::N;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
-    const RequestQueries rq = request_queries<kGeneral>(p, req);
+    const RequestQueries rq = request_queries<kQueries == kGeneralQueries>(p, req);
     const Segment seg = make_segment(p, part, part_idx, req, kGeneral ? &rq : nullptr);
     if constexpr (kGeneral) {
       // An m-tile past the request's rows has nothing to compute or write (CTA-uniform).
@@ -335,6 +434,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     }
     // Pipeline: two stages, one tile in flight while one is computed (config.h).
     constexpr int kInFlight = kStages - 1;
+    [[maybe_unused]] auto sparse_stage = [&](int t) -> void* {
+      const int stage = (t - tile_begin) % kStages;
+      if constexpr (kQuantized) {
+        return sm.raw[stage];
+      } else {
+        return sm.kv[stage];
+      }
+    };
     auto load_tile = [&](int t, int page) -> bool {
       const int stage = (t - tile_begin) % kStages;
       void* dst;
@@ -346,6 +453,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       return load_kv_tile<Cfg, kKind>(p, page, t, seqlen, dst);
     };
     bool bad_page = false;
+    // Sparse keys: the request's index lists (sparse_main_len keys from the main one, then the extra one's).
+    [[maybe_unused]] SparseLists lists{};
+    if constexpr (kSparse) lists = sparse_lists(p, req);
+    bool bad_index = false;
     // Scores come out in units of 2^-q_shift (a bf16 query multiplied in fp16, fp8_fragments.cuh).
     int q_shift = 0;
     if (tile_begin < tile_end) {
@@ -358,13 +469,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
     const float score_scale = p.softmax_scale * scales.score * exp2f(static_cast<float>(q_shift));
     const float score_log2 = p.scale_log2 * scales.score * exp2f(static_cast<float>(q_shift));
     // One commit group per tile ahead (possibly empty) keeps cp.async.wait_group's count uniform.
-#pragma unroll
-    for (int ahead = 0; ahead < kInFlight; ++ahead) {
-      const int t = tile_begin + ahead;
-      if (t < tile_end) bad_page |= !load_tile(t, tile_page_id<Cfg>(p, req, t));
+    int next_page = 0;
+    if constexpr (kSparse) {
+      // The first tile's rows and the next tile's, resolved before any copy (and visible after the barrier).
+      static_assert(kInFlight == 1, "sparse rows are resolved for one tile in flight");
+      if (tile_begin < tile_end) bad_index |= resolve_sparse_rows<Cfg, kKind>(p, *sparse_rows, lists, tile_begin, seqlen);
+      if (tile_begin + 1 < tile_end)
+        bad_index |= resolve_sparse_rows<Cfg, kKind>(p, *sparse_rows, lists, tile_begin + 1, seqlen);
+      __syncthreads();
+      if (tile_begin < tile_end) load_sparse_tile<Cfg, kKind>(p, *sparse_rows, tile_begin, sparse_stage(tile_begin));
       cp_async_commit();
+    } else {
+#pragma unroll
+      for (int ahead = 0; ahead < kInFlight; ++ahead) {
+        const int t = tile_begin + ahead;
+        if (t < tile_end) bad_page |= !load_tile(t, tile_page_id<Cfg>(p, req, t));
+        cp_async_commit();
+      }
+      next_page = tile_begin + kInFlight < tile_end ? tile_page_id<Cfg>(p, req, tile_begin + kInFlight) : 0;
     }
-    int next_page = tile_begin + kInFlight < tile_end ? tile_page_id<Cfg>(p, req, tile_begin + kInFlight) : 0;
 
     float o[Cfg::kPvRows / 16][Cfg::kPvCols / 8][4];
 #pragma unroll
@@ -378,9 +501,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       cp_async_wait<kInFlight - 1>();  // this tile's group has landed (later ones may not have)
       __syncthreads();  // ... for all threads; all warps are done with the stage reused next
       auto issue_next_tile = [&] {
-        if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight, next_page);
-        cp_async_commit();
-        if (tile + kInFlight + 1 < tile_end) next_page = tile_page_id<Cfg>(p, req, tile + kInFlight + 1);
+        if constexpr (kSparse) {
+          // The next tile's rows were resolved before this tile's barrier; the one after goes into the third slot.
+          if (tile + 1 < tile_end) load_sparse_tile<Cfg, kKind>(p, *sparse_rows, tile + 1, sparse_stage(tile + 1));
+          cp_async_commit();
+          if (tile + 2 < tile_end)
+            bad_index |= resolve_sparse_rows<Cfg, kKind>(p, *sparse_rows, lists, tile + 2, seqlen);
+        } else {
+          if (tile + kInFlight < tile_end) bad_page |= !load_tile(tile + kInFlight, next_page);
+          cp_async_commit();
+          if (tile + kInFlight + 1 < tile_end) next_page = tile_page_id<Cfg>(p, req, tile + kInFlight + 1);
+        }
       };
 
       // ---- S = Q K^T and masking ----
@@ -395,6 +526,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       }
       const int key0 = tile * Cfg::N + qk_n * Cfg::kQkKeys;
       const int row_lo = qk_m * 16 + g, row_hi = row_lo + 8;
+      if constexpr (kSparse) {
+        // Keys without a source (index -1 or outside its cache) weigh nothing; both rows see the same keys.
+        const char* const* src = sparse_rows->src[tile % 3];
+#pragma unroll
+        for (int t = 0; t < Cfg::kQkKeys / 8; ++t) {
+          const int k = qk_n * Cfg::kQkKeys + t * 8 + 2 * c;  // within the tile
+          if (src[k] == nullptr) s[t][0] = s[t][2] = -INFINITY;
+          if (src[k + 1] == nullptr) s[t][1] = s[t][3] = -INFINITY;
+        }
+      }
       if constexpr (kGeneral) {
         // Keys a row may see: its KeyWindow (prefix, then its causal limit or tree-mask bits).
         if (window_needs_mask(p, rq, seqlen, (tile + 1) * Cfg::N)) {
@@ -517,16 +658,39 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
       cur ^= 1;
     }
     cp_async_wait<0>();
-    __syncthreads();  // final state visible
+    // Final state visible (and, for sparse keys, whether any thread met an index outside its cache).
+    if constexpr (kSparse) {
+      bad_index = __syncthreads_or(bad_index);
+    } else {
+      __syncthreads();
+    }
 
     // ---- epilogue: normalize, write out/lse or the partial ----
-    const unsigned errors = bad_request | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u);
+    const unsigned errors = bad_request | (bad_page ? kDeviceErrorPageIdOutOfRange : 0u) |
+                            (bad_index ? kDeviceErrorSparseIndex : 0u);
     if (errors && tid == 0 && m_tile == 0) atomicOr(p.error_word, errors);
     const bool poison = errors != 0;
     // A row's factor on O (output scale / l): NaN for a poisoned segment, 0 for a row that saw no key.
     const auto row_factor = [&](int local_row) {
       const float l = sm.row_sum[cur][local_row];
       return poison ? NAN : (l > 0.f ? p.out_scale * scales.out / l : 0.f);
+    };
+    // The output's request and token (sparse keys: the request is a query token of the call's batch).
+    const auto out_at = [&](int qi) -> OutRow {
+      if constexpr (kSparse) {
+        return sparse_out_row(p, req);
+      } else {
+        return {q_base(), qi};
+      }
+    };
+    // A final row's factor with the attention sink (sparse decode), from the row's lse.
+    const auto final_factor = [&](int local_row, int head) {
+      const float f = row_factor(local_row);
+      if constexpr (kSparse) {
+        if (p.attn_sink != nullptr)
+          return f * sink_factor(p, head, row_lse(sm.row_max[cur][local_row] * score_scale, sm.row_sum[cur][local_row]));
+      }
+      return f;
     };
     const bool odd = c & 1;
     if (!write_final) {
@@ -593,10 +757,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
           if constexpr (!kPortableWholeSectorOutput<Cfg>) {
             if (!in_tile) continue;  // no shuffles below
           }
-          const float inv = row_factor(local_row);
           // Whole sectors: every lane shuffles, only the stores test the row.
           const auto [qi, head] = query_row(p, in_tile ? row : 0);
-          T* out = static_cast<T*>(p.out) + out_offset(p, q_base(), qi, head);
+          const float inv = final_factor(local_row, head);
+          const OutRow at = out_at(qi);
+          T* out = static_cast<T*>(p.out) + out_offset(p, at.req, at.token, head);
           if constexpr (kQuantized) {
             // A lane's 16 consecutive dims of each 64-dim block (quantized_output_dim), lanes c and c ^ 1 adjacent.
 #pragma unroll
@@ -637,7 +802,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
         const float lse = poison ? NAN : row_lse(sm.row_max[cur][tid] * score_scale, l);
         if (write_final) {
           const auto [qi, head] = query_row(p, row);
-          p.lse[lse_offset(p, q_base(), qi, head)] = lse;
+          const OutRow at = out_at(qi);
+          p.lse[lse_offset(p, at.req, at.token, head)] = lse;
         } else {
           p.lse_partial[partial_row_index(partial_slot, p.rows, row)] = lse;
         }

@@ -15,12 +15,13 @@ namespace {
 template <class Cfg, class Fn>
 cudaError_t with_kind(const LaunchConfig& c, Fn&& fn) {
   return with_query_and_kind(c.kv_format, c.q_is_bf16, [&](auto t, auto kind) {
-    if (c.general_queries) return fn(Cfg{}, t, kind, std::true_type{});
-    return fn(Cfg{}, t, kind, std::false_type{});
+    if (c.sparse_keys) return fn(Cfg{}, t, kind, std::integral_constant<int, kSparseKeys>{});
+    if (c.general_queries) return fn(Cfg{}, t, kind, std::integral_constant<int, kGeneralQueries>{});
+    return fn(Cfg{}, t, kind, std::integral_constant<int, kUniformQueries>{});
   });
 }
 
-// Calls fn(Cfg{}, T{}, kind, general) for the config's instantiation.
+// Calls fn(Cfg{}, T{}, kind, queries) for the config's instantiation.
 template <class Fn>
 cudaError_t with_kernel(const LaunchConfig& c, Fn&& fn) {
   switch (c.tile) {
@@ -36,19 +37,19 @@ cudaError_t with_kernel(const LaunchConfig& c, Fn&& fn) {
 }  // namespace
 
 cudaError_t prepare_decode(const LaunchConfig& config, int* resident_ctas_per_sm) {
-  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto general) {
+  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto queries) {
     using Cfg = decltype(cfg);
     using T = decltype(t);
     constexpr int kKind = decltype(kind)::value;
-    constexpr bool kGeneral = decltype(general)::value;
-    if (const cudaError_t e = prepare_portable_decode_kernel<Cfg, T, kKind, kGeneral>(); e != cudaSuccess) return e;
-    return portable_decode_occupancy<Cfg, T, kKind, kGeneral>(resident_ctas_per_sm);
+    constexpr int kQueries = decltype(queries)::value;
+    if (const cudaError_t e = prepare_portable_decode_kernel<Cfg, T, kKind, kQueries>(); e != cudaSuccess) return e;
+    return portable_decode_occupancy<Cfg, T, kKind, kQueries>(resident_ctas_per_sm);
   });
 }
 
 cudaError_t launch_decode(const DecodeParams& p, const LaunchConfig& config, bool programmatic, cudaStream_t stream) {
-  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto general) {
-    return run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value, decltype(general)::value>(
+  return with_kernel(config, [&](auto cfg, auto t, auto kind, auto queries) {
+    return run_portable_decode<decltype(cfg), decltype(t), decltype(kind)::value, decltype(queries)::value>(
         p, programmatic, stream);
   });
 }

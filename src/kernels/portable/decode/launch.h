@@ -16,11 +16,11 @@ cudaError_t prepare_decode(const LaunchConfig& config, int* resident_ctas_per_sm
 // fp16_partials(config).
 cudaError_t launch_decode(const DecodeParams& p, const LaunchConfig& config, bool programmatic, cudaStream_t stream);
 
-template <class Cfg, typename T, int kKind, bool kGeneral>
+template <class Cfg, typename T, int kKind, int kQueries>
 cudaError_t run_portable_decode(const DecodeParams& p, bool programmatic, cudaStream_t stream);
-template <class Cfg, typename T, int kKind, bool kGeneral>
+template <class Cfg, typename T, int kKind, int kQueries>
 cudaError_t prepare_portable_decode_kernel();
-template <class Cfg, typename T, int kKind, bool kGeneral>
+template <class Cfg, typename T, int kKind, int kQueries>
 cudaError_t portable_decode_occupancy(int* ctas);
 
 }  // namespace openmla::kernels::portable

@@ -36,6 +36,8 @@ struct LaunchConfig {
   int rows_per_cta = 0;  // tile_info(tile).rows
   // The kernel's general-query variant: ragged queries or a tree mask (DecodeShape::query_layout, tree_mask).
   bool general_queries = false;
+  // The sparse-key variant (SparseDecodePlan): set by the sparse plan on top of choose_launch's choice.
+  bool sparse_keys = false;
   size_t smem_bytes = 0;
   SplitTuning split;     // the planner's arguments for this kernel
 };
