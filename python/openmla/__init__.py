@@ -4,6 +4,7 @@
     out, lse = openmla.decode(q, kv_cache, block_table, cache_seqlens, softmax_scale)   # one call
     dec = openmla.Decoder(batch_size=b, num_heads=16)      # engines / CUDA graphs: plan once per step
     dec.plan(cache_seqlens); dec.run(q, kv_cache, block_table, cache_seqlens, scale, out=out, lse=lse)
+    out, lse = openmla.sparse_decode(q, kv_cache, indices, softmax_scale)  # top-k (DeepSeek-V3.2); SparseDecoder
     openmla.write_kv(kv_latent, k_rope, slots, kv_cache)   # quantizing scatter into the cache
     pool = openmla.PagePool(num_pages)                     # page accounting for speculative decoding
     src, dst = pool.commit_path(r, path)                   # tree verify: keep the accepted path ...
@@ -33,6 +34,8 @@ from ._C import (
     HEAD_DIM_V,
     MAX_POOL_PAGES,
     MAX_QUERY_LEN,
+    MAX_SPARSE_QUERY_LEN,
+    MAX_SPARSE_TOPK,
     MAX_TREE_QUERY_LEN,
     PAGE_SIZE,
     ROPE_DIM,
@@ -48,6 +51,8 @@ from ._C import (
     PoolExhausted,
     PoolStats,
     QueryLayout,
+    SparseDecodePlan,
+    SparseDecodeShape,
     TreeMask,
     describe_device_errors,
     kv_bytes_per_token,
@@ -56,7 +61,7 @@ from ._C import (
 )
 from . import _frameworks, fp8, reference, tree
 from ._errors import DeviceError
-from .api import Decoder, decode, move_kv, view_as, write_kv
+from .api import Decoder, SparseDecoder, decode, move_kv, sparse_decode, view_as, write_kv
 
 __version__ = _C.__version__
 
@@ -79,6 +84,8 @@ __all__ = [
     "KVFormat",
     "MAX_POOL_PAGES",
     "MAX_QUERY_LEN",
+    "MAX_SPARSE_QUERY_LEN",
+    "MAX_SPARSE_TOPK",
     "MAX_TREE_QUERY_LEN",
     "PAGE_SIZE",
     "PageCopy",
@@ -87,6 +94,9 @@ __all__ = [
     "PoolStats",
     "QueryLayout",
     "ROPE_DIM",
+    "SparseDecodePlan",
+    "SparseDecodeShape",
+    "SparseDecoder",
     "TreeMask",
     "decode",
     "describe_device_errors",
@@ -96,6 +106,7 @@ __all__ = [
     "page_stride_bytes",
     "pages_for_budget",
     "reference",
+    "sparse_decode",
     "tree",
     "view_as",
     "write_kv",

@@ -21,14 +21,25 @@ does not need.
     torch.ops.openmla.decoder_run(decoder_id, q, kv_cache, block_table, cache_seqlens,
                                   softmax_scale, out, lse, workspace, kv_scale, q_indptr=None, mask=None,
                                   kv_device_scale=None, q_scale=None)
+    torch.ops.openmla.sparse_decode(q, kv_cache, indices, softmax_scale, kv_format, kv_scale,
+                                    kv_scale_tensor, backend, num_parts, topk_length=None, attn_sink=None,
+                                    extra_kv_cache=None, extra_indices=None,
+                                    extra_topk_length=None) -> (out, lse)
+    torch.ops.openmla.sparse_decode_out(..., num_parts, out, lse, topk_length=None, ...)   # writes out and lse
+    torch.ops.openmla.sparse_decoder_plan(decoder_id, topk_length, extra_topk_length, workspace)
+    torch.ops.openmla.sparse_decoder_run(decoder_id, q, kv_cache, indices, softmax_scale, out, lse, workspace,
+                                         kv_scale, kv_scale_tensor=None, extra_kv_cache=None,
+                                         extra_indices=None, attn_sink=None)
     torch.ops.openmla.flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v,
                                              softmax_scale, causal, is_fp8_kvcache,
-                                             descale_q=None, descale_k=None) -> (out, lse)
+                                             descale_q=None, descale_k=None, indices=None, attn_sink=None,
+                                             extra_k_cache=None, extra_indices_in_kvcache=None,
+                                             topk_length=None, extra_topk_length=None) -> (out, lse)
 
 kv_format, backend and tree_mask travel by name (None: inferred from the cache / the mask); q_len 0 =
 None (decode's ragged default); with q_indptr the outputs are [total_q, h_q, ...]; kv_device_scale: a
-device-held fp8_e4m3 cache scale (it replaces kv_scale), q_scale: a float8_e4m3fn query's. decoder_id names an
-openmla.Decoder (its _id). Registered once, when OpenMLA first sees torch imported; a torch
+device-held fp8_e4m3 cache scale (it replaces kv_scale), q_scale: a float8_e4m3fn query's; kv_scale_tensor likewise
+for the sparse operators. decoder_id names an openmla.Decoder (its _id; sparse_decoder_*: an openmla.SparseDecoder's). Registered once, when OpenMLA first sees torch imported; a torch
 without torch.library.custom_op (older than 2.4) gets none.
 """
 
@@ -135,24 +146,101 @@ def register() -> None:
           q_indptr=None, mask=None, kv_device_scale=None, q_scale=None):
         return None
 
+    @custom_op("openmla::sparse_decode", mutates_args=())
+    def sparse_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, softmax_scale: float,
+                      kv_format: Optional[str], kv_scale: float, kv_scale_tensor: Optional[torch.Tensor], backend: str,
+                      num_parts: int, topk_length: Optional[torch.Tensor] = None,
+                      attn_sink: Optional[torch.Tensor] = None, extra_kv_cache: Optional[torch.Tensor] = None,
+                      extra_indices: Optional[torch.Tensor] = None,
+                      extra_topk_length: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        return api.sparse_decode(q, kv_cache, indices, softmax_scale, topk_length=topk_length, attn_sink=attn_sink,
+                                 extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                                 extra_topk_length=extra_topk_length, kv_format=kv_format,
+                                 kv_scale=kv_scale if kv_scale_tensor is None else kv_scale_tensor, backend=backend,
+                                 num_parts=num_parts)
+
+    @sparse_decode.register_fake
+    def _(q, kv_cache, indices, softmax_scale, kv_format, kv_scale, kv_scale_tensor, backend, num_parts,
+          topk_length=None, attn_sink=None, extra_kv_cache=None, extra_indices=None, extra_topk_length=None):
+        dims = (q.shape[0], q.shape[1], q.shape[2])
+        return q.new_empty((*dims, HEAD_DIM_V)), q.new_empty(dims, dtype=torch.float32)
+
+    @custom_op("openmla::sparse_decode_out", mutates_args=("out", "lse"))
+    def sparse_decode_out(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, softmax_scale: float,
+                          kv_format: Optional[str], kv_scale: float, kv_scale_tensor: Optional[torch.Tensor],
+                          backend: str, num_parts: int, out: torch.Tensor, lse: torch.Tensor,
+                          topk_length: Optional[torch.Tensor] = None, attn_sink: Optional[torch.Tensor] = None,
+                          extra_kv_cache: Optional[torch.Tensor] = None, extra_indices: Optional[torch.Tensor] = None,
+                          extra_topk_length: Optional[torch.Tensor] = None) -> None:
+        api.sparse_decode(q, kv_cache, indices, softmax_scale, topk_length=topk_length, attn_sink=attn_sink,
+                          extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                          extra_topk_length=extra_topk_length, kv_format=kv_format,
+                          kv_scale=kv_scale if kv_scale_tensor is None else kv_scale_tensor, out=out, lse=lse,
+                          backend=backend, num_parts=num_parts)
+
+    @sparse_decode_out.register_fake
+    def _(q, kv_cache, indices, softmax_scale, kv_format, kv_scale, kv_scale_tensor, backend, num_parts, out, lse,
+          topk_length=None, attn_sink=None, extra_kv_cache=None, extra_indices=None, extra_topk_length=None):
+        return None
+
+    @custom_op("openmla::sparse_decoder_plan", mutates_args=("workspace",))
+    def sparse_decoder_plan(decoder_id: int, topk_length: Optional[torch.Tensor],
+                            extra_topk_length: Optional[torch.Tensor], workspace: torch.Tensor) -> None:
+        _sparse_decoder(decoder_id).plan(topk_length, extra_topk_length)
+
+    @sparse_decoder_plan.register_fake
+    def _(decoder_id, topk_length, extra_topk_length, workspace):
+        return None
+
+    @custom_op("openmla::sparse_decoder_run", mutates_args=("out", "lse", "workspace"))
+    def sparse_decoder_run(decoder_id: int, q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor,
+                           softmax_scale: float, out: torch.Tensor, lse: torch.Tensor, workspace: torch.Tensor,
+                           kv_scale: float, kv_scale_tensor: Optional[torch.Tensor] = None,
+                           extra_kv_cache: Optional[torch.Tensor] = None, extra_indices: Optional[torch.Tensor] = None,
+                           attn_sink: Optional[torch.Tensor] = None) -> None:
+        _sparse_decoder(decoder_id).run(q, kv_cache, indices, softmax_scale, out=out, lse=lse,
+                                        kv_scale=kv_scale if kv_scale_tensor is None else kv_scale_tensor,
+                                        extra_kv_cache=extra_kv_cache, extra_indices=extra_indices,
+                                        attn_sink=attn_sink)
+
+    @sparse_decoder_run.register_fake
+    def _(decoder_id, q, kv_cache, indices, softmax_scale, out, lse, workspace, kv_scale, kv_scale_tensor=None,
+          extra_kv_cache=None, extra_indices=None, attn_sink=None):
+        return None
+
     @custom_op("openmla::flash_mla_with_kvcache", mutates_args=())
-    def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor,
-                               cache_seqlens: torch.Tensor, head_dim_v: int, softmax_scale: Optional[float],
+    def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: Optional[torch.Tensor],
+                               cache_seqlens: Optional[torch.Tensor], head_dim_v: int, softmax_scale: Optional[float],
                                causal: bool, is_fp8_kvcache: bool, descale_q: Optional[torch.Tensor] = None,
-                               descale_k: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                               descale_k: Optional[torch.Tensor] = None, indices: Optional[torch.Tensor] = None,
+                               attn_sink: Optional[torch.Tensor] = None, extra_k_cache: Optional[torch.Tensor] = None,
+                               extra_indices_in_kvcache: Optional[torch.Tensor] = None,
+                               topk_length: Optional[torch.Tensor] = None,
+                               extra_topk_length: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         # A new scheduler object per call: the schedule is written on every call (an operator
         # cannot see where a step starts).
         meta, _ = flash_mla.get_mla_metadata()
+        if indices is not None:
+            return flash_mla._sparse(torch, q, k_cache, head_dim_v, meta, softmax_scale, causal, is_fp8_kvcache,
+                                     descale_q, descale_k, indices, attn_sink, extra_k_cache,
+                                     extra_indices_in_kvcache, topk_length, extra_topk_length)
         return flash_mla._decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, meta, softmax_scale,
                                  causal, is_fp8_kvcache, descale_q, descale_k)
 
     @flash_mla_with_kvcache.register_fake
     def _(q, k_cache, block_table, cache_seqlens, head_dim_v, softmax_scale, causal, is_fp8_kvcache, descale_q=None,
-          descale_k=None):
+          descale_k=None, indices=None, attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None,
+          topk_length=None, extra_topk_length=None):
         b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
         out_dtype = torch.bfloat16 if q.element_size() == 1 else q.dtype
         return (q.new_empty((b, s_q, h_q, HEAD_DIM_V), dtype=out_dtype),
                 q.new_empty((b, h_q, s_q), dtype=torch.float32))
+
+def _sparse_decoder(decoder_id: int) -> Any:
+    decoder = api.sparse_decoders.get(decoder_id)
+    if decoder is None:
+        raise ValueError(f"decoder_id: no live openmla.SparseDecoder has id {decoder_id}")
+    return decoder
 
 
 def _decoder(decoder_id: int) -> Any:

@@ -1,4 +1,5 @@
-"""The GPU entry points: decode, Decoder (plan once per step, run per layer), write_kv, move_kv.
+"""The GPU entry points: decode, Decoder (plan once per step, run per layer), sparse_decode, SparseDecoder,
+write_kv, move_kv.
 
 Tensors are anything DLPack speaks (PyTorch, CuPy, JAX, NumPy); they are passed to the C++ library
 as views, never copied. The GPU entry points take CUDA tensors only: a CPU tensor or a NumPy array
@@ -14,7 +15,7 @@ import weakref
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from . import _C
-from ._C import DecodePlan, DecodeShape, DType, KVFormat, QueryLayout, TreeMask
+from ._C import DecodePlan, DecodeShape, DType, KVFormat, QueryLayout, SparseDecodePlan, SparseDecodeShape, TreeMask
 from ._errors import DeviceError, as_device_error
 from ._frameworks import (
     as_backend,
@@ -37,7 +38,8 @@ from ._frameworks import (
     torch_or_none,
 )
 
-__all__ = ["Decoder", "decode", "move_kv", "shape_of_q", "view_as", "write_kv"]
+__all__ = ["Decoder", "SparseDecoder", "decode", "move_kv", "shape_of_q", "sparse_decode", "sparse_shape_of", "view_as",
+           "write_kv"]
 
 HEAD_DIM_V = _C.HEAD_DIM_V
 
@@ -493,6 +495,325 @@ def _decode_op(q: Any, kv_cache: Any, block_table: Any, cache_seqlens: Any, soft
     ops.decode_out(q, kv_cache, block_table, cache_seqlens, float(softmax_scale), bool(causal), fmt, float(kv_scale),
                    backend_name, int(num_parts), out, lse, *extra)
     return out, lse
+
+
+# ---- sparse top-k decode ---------------------------------------------------------------------------------------
+
+
+def sparse_shape_of(q: Any, kv_format: KVFormat, indices: Any, topk_length: Any = None, attn_sink: Any = None,
+                    extra_indices: Any = None, extra_topk_length: Any = None,
+                    extra_kv_cache: Any = None) -> Tuple[SparseDecodeShape, str, int]:
+    """(SparseDecodeShape, device type 'cpu' | 'cuda', device index) from q [b, s_q, h_q, 576] (bfloat16 / float16),
+    indices [b, s_q, topk], extra_indices [b, s_q, extra_topk] (with extra_kv_cache, both or neither) and which of
+    topk_length / extra_topk_length / attn_sink are given. Raises ValueError for another shape or a lone extra
+    argument, TypeError for another dtype or a non-tensor; the tensors' other properties are the library's checks."""
+    dtype, dims, device, device_id = _C.describe(q, "q")
+    if len(dims) != 4 or dims[3] != _C.HEAD_DIM_QK:
+        raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(dims)}")
+    if dtype not in (DType.bfloat16, DType.float16):
+        raise TypeError(f"q: expected dtype bfloat16 or float16, got {dtype.name}")
+    index_dims = _C.describe(indices, "indices")[1]
+    if len(index_dims) != 3:
+        raise ValueError(f"indices: expected shape [b, s_q, topk], got {list(index_dims)}")
+    if (extra_indices is None) != (extra_kv_cache is None):
+        missing, given = ("extra_indices", "extra_kv_cache") if extra_indices is None else ("extra_kv_cache",
+                                                                                          "extra_indices")
+        raise ValueError(f"{missing}: expected a tensor with {given} (the extra cache and its indices come together), "
+                         f"got None")
+    extra_topk = 0
+    if extra_indices is not None:
+        extra_dims = _C.describe(extra_indices, "extra_indices")[1]
+        if len(extra_dims) != 3:
+            raise ValueError(f"extra_indices: expected shape [b, s_q, extra_topk], got {list(extra_dims)}")
+        extra_topk = int(extra_dims[2])
+    elif extra_topk_length is not None:
+        raise ValueError("extra_topk_length: expected None without an extra cache (extra_kv_cache, extra_indices)")
+    shape = SparseDecodeShape(
+        batch_size=dims[0], num_heads=dims[2], topk=int(index_dims[2]), q_len=dims[1], q_dtype=dtype,
+        kv_format=kv_format, extra_topk=extra_topk, topk_length=topk_length is not None,
+        extra_topk_length=extra_topk_length is not None, attn_sink=attn_sink is not None,
+    )
+    return shape, device, device_id
+
+
+def _sparse_outputs(like: Any, shape: SparseDecodeShape, out: Any, lse: Any) -> Tuple[Any, Any]:
+    dims = (shape.batch_size, shape.q_len, shape.num_heads)
+    if out is None:
+        out = empty_like(like, (*dims, HEAD_DIM_V), shape.q_dtype, "out")
+    if lse is None:
+        lse = empty_like(like, dims, DType.float32, "lse")
+    return out, lse
+
+
+def _sparse_scales(kv_scale: Any) -> Tuple[float, Any]:
+    """(host scale, device-held scale tensor or None) from a kv_scale argument."""
+    if type(kv_scale) is float:
+        return kv_scale, None
+    if is_tensor_scale(kv_scale):
+        return 1.0, kv_scale
+    return as_float(kv_scale, "kv_scale"), None
+
+
+_sparse_plans: Dict[Tuple[Any, ...], SparseDecodePlan] = {}
+
+
+def _sparse_plan_for(shape: SparseDecodeShape, backend: Any, num_parts: int, device: int) -> SparseDecodePlan:
+    key = (shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype, shape.kv_format, shape.topk,
+           shape.extra_topk, shape.topk_length, shape.extra_topk_length, shape.attn_sink, as_backend(backend),
+           num_parts, device)
+    plan = _sparse_plans.get(key)
+    if plan is None:
+        try:
+            plan = SparseDecodePlan(shape, backend=key[10], num_parts=num_parts, device=device)
+        except ValueError as e:  # the shape came from q and indices: name them
+            raise ValueError(_sparse_shape_error(str(e))) from None
+        _sparse_plans[key] = plan
+    return plan
+
+
+def _sparse_shape_error(message: str) -> str:
+    """A shape field's message prefixed with the argument it came from."""
+    if message.startswith("shape.topk"):
+        return f"indices: {message}"
+    if message.startswith("shape.extra_topk"):
+        return f"extra_indices: {message}"
+    return f"q: {message}" if message.startswith("shape.") else message
+
+
+def sparse_decode(
+    q: Any,
+    kv_cache: Any,
+    indices: Any,
+    softmax_scale: float,
+    topk_length: Any = None,
+    attn_sink: Any = None,
+    extra_kv_cache: Any = None,
+    extra_indices: Any = None,
+    extra_topk_length: Any = None,
+    kv_format: Any = None,
+    kv_scale: Any = 1.0,
+    out: Any = None,
+    lse: Any = None,
+    backend: Any = "auto",
+    num_parts: int = 0,
+    stream: Any = None,
+) -> Tuple[Any, Any]:
+    """Sparse top-k MLA decode (DeepSeek-V3.2's attention), on the GPU. Returns (out, lse).
+
+    q [b, s_q, h_q, 576] bfloat16/float16 (s_q <= MAX_SPARSE_QUERY_LEN); kv_cache [num_pages, page_block_size,
+    (1,) W] in kv_format (inferred from the cache's dtype and row width when None), any page block size;
+    indices [b, s_q, topk] int32: query token (r, i) attends to the slots indices[r, i, :n] (slot = page *
+    page_block_size + offset; -1 is skipped; a slot listed twice counts twice), n = min(topk_length[r], topk)
+    with topk_length [b] int32, else topk. extra_kv_cache (same format, its own page block size) with
+    extra_indices [b, s_q, extra_topk] and extra_topk_length [b]: more slots in the same softmax. attn_sink [h_q]
+    float32: out is scaled by exp(lse) / (exp(lse) + exp(attn_sink[h])) (lse is returned without it; +inf gives
+    out 0). kv_scale: an fp8_e4m3 cache's scale (both caches), a float or a float32 CUDA tensor of one element
+    (read on the device). out [b, s_q, h_q, 512] (q's dtype) and lse [b, s_q, h_q] float32 are allocated like q
+    unless given. A query token with nothing to attend gets out 0 and lse -inf.
+
+    Plans and runs in one call (two kernels); for many layers per step use a SparseDecoder, which plans once.
+    backend, num_parts and stream as for Decoder.
+
+    Raises ValueError for a bad shape, stride or value, or a tensor not on the GPU (a CPU tensor or NumPy array:
+    openmla.reference.sparse_decode runs on the CPU); TypeError for a bad dtype; NotImplementedError for what
+    this build or device does not support. An index outside its cache (other than -1) gives that query token NaN
+    rows, a negative length its request's (DeviceError.SPARSE_INDEX, DeviceError.NEGATIVE_SEQLEN: a SparseDecoder
+    reports them).
+    """
+    if stream is None and compiling():
+        return _sparse_decode_op(q, kv_cache, indices, softmax_scale, topk_length, attn_sink, extra_kv_cache,
+                                 extra_indices, extra_topk_length, kv_format, kv_scale, out, lse, backend, num_parts)
+    fmt = kv_format_of(kv_cache, kv_format)
+    shape, device, device_id = sparse_shape_of(q, fmt, indices, topk_length, attn_sink, extra_indices,
+                                               extra_topk_length, extra_kv_cache)
+    if device != "cuda":
+        got = "a NumPy array" if framework(q) == "numpy" else "a CPU tensor"
+        raise ValueError(f"q: expected a CUDA tensor, got {got} (openmla.reference.sparse_decode runs on the CPU)")
+    host_scale, device_scale = _sparse_scales(kv_scale)
+    if type(softmax_scale) is not float:
+        softmax_scale = as_float(softmax_scale, "softmax_scale")
+    plan = _sparse_plan_for(shape, backend, num_parts, device_id)
+    s = stream_arg(stream, q)
+    # Fresh, so no other call can read its error word: it needs no reset.
+    workspace = empty_like(q, (plan.workspace_bytes,), DType.uint8, "workspace")
+    out, lse = _sparse_outputs(q, shape, out, lse)
+    plan.plan(topk_length, extra_topk_length, workspace, s)
+    plan.run(q, kv_cache, indices, softmax_scale, out, lse, workspace, s, host_scale, device_scale, extra_kv_cache,
+             extra_indices, attn_sink)
+    return out, lse
+
+
+def _sparse_decode_op(q: Any, kv_cache: Any, indices: Any, softmax_scale: float, topk_length: Any, attn_sink: Any,
+                      extra_kv_cache: Any, extra_indices: Any, extra_topk_length: Any, kv_format: Any, kv_scale: Any,
+                      out: Any, lse: Any, backend: Any, num_parts: int) -> Tuple[Any, Any]:
+    """sparse_decode() as the torch operators openmla::sparse_decode / openmla::sparse_decode_out."""
+    ops = _torch_ops()
+    fmt = kv_format if kv_format is None or isinstance(kv_format, str) else kv_format.name
+    backend_name = backend if isinstance(backend, str) else backend.name
+    tensor_scale = is_tensor_scale(kv_scale)
+    scales = (1.0 if tensor_scale else float(kv_scale), kv_scale if tensor_scale else None)
+    extra = (topk_length, attn_sink, extra_kv_cache, extra_indices, extra_topk_length)
+    if out is None and lse is None:
+        return ops.sparse_decode(q, kv_cache, indices, float(softmax_scale), fmt, *scales, backend_name,
+                                 int(num_parts), *extra)
+    dims = (q.shape[0], q.shape[1], q.shape[2])
+    if out is None:
+        out = q.new_empty((*dims, HEAD_DIM_V))
+    if lse is None:
+        lse = q.new_empty(dims, dtype=torch_or_none().float32)
+    ops.sparse_decode_out(q, kv_cache, indices, float(softmax_scale), fmt, *scales, backend_name, int(num_parts), out,
+                          lse, *extra)
+    return out, lse
+
+
+# SparseDecoders by id, for the torch operators (as decoders).
+sparse_decoders: "weakref.WeakValueDictionary[int, SparseDecoder]" = weakref.WeakValueDictionary()
+
+
+class SparseDecoder:
+    """A SparseDecodePlan with its workspace, for engines and CUDA graphs.
+
+        dec = openmla.SparseDecoder(batch_size=b, num_heads=128, topk=2048, kv_format="fp8_ds_mla")
+        per step:  dec.plan(topk_length)                               # one small kernel, no sync
+        per layer: dec.run(q, kv_cache, indices, scale, out=out, lse=lse)
+
+    Arguments: batch_size (b), num_heads (h_q, 1 to 128), topk and q_len (s_q, 1 to MAX_SPARSE_QUERY_LEN) fix
+    the shape; q_dtype "bfloat16" or "float16"; kv_format "bf16", "fp16", "fp8_e4m3" or "fp8_ds_mla" (the
+    extra cache has the same); extra_topk > 0: run() takes an extra cache and its indices; topk_length /
+    extra_topk_length: plan() takes those [b] int32 tensors (a step's per-request lengths); attn_sink: run() takes
+    attn_sink [h_q] float32. device, backend, num_parts, workspace and stream as for Decoder.
+
+    plan() and run() only launch kernels on the stream, so a step can be captured in a torch.cuda.CUDAGraph and
+    replayed after new indices and lengths are copied into the captured tensors. Semantics, guards and errors as
+    openmla.sparse_decode.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        num_heads: int,
+        topk: int,
+        q_len: int = 1,
+        q_dtype: Any = "bfloat16",
+        kv_format: Any = "fp8_ds_mla",
+        extra_topk: int = 0,
+        topk_length: bool = False,
+        extra_topk_length: bool = False,
+        attn_sink: bool = False,
+        device: Any = None,
+        backend: Any = "auto",
+        num_parts: int = 0,
+        workspace: Any = None,
+        stream: Any = None,
+    ) -> None:
+        self.shape: SparseDecodeShape = SparseDecodeShape(
+            batch_size=batch_size, num_heads=num_heads, topk=topk, q_len=q_len, q_dtype=as_dtype(q_dtype, "q_dtype"),
+            kv_format=as_kv_format(kv_format), extra_topk=extra_topk, topk_length=bool(topk_length),
+            extra_topk_length=bool(extra_topk_length), attn_sink=bool(attn_sink),
+        )
+        index = cuda_device_index(device)
+        torch = torch_or_none()
+        if index < 0 and torch is not None and torch.cuda.is_available():
+            index = torch.cuda.current_device()
+        self.plan_: SparseDecodePlan = SparseDecodePlan(self.shape, backend=as_backend(backend), num_parts=num_parts,
+                                                        device=index)
+        if workspace is None:
+            if torch is None:
+                raise TypeError(
+                    f"workspace: torch is not installed to allocate one; pass a CUDA tensor of "
+                    f"{self.plan_.workspace_bytes} bytes"
+                )
+            workspace = torch.empty(self.plan_.workspace_bytes, dtype=torch.uint8, device=f"cuda:{self.plan_.device}")
+        self.workspace: Any = workspace
+        SparseDecodePlan.reset_device_errors(workspace, resolve_stream(stream, workspace))
+        self._dims = (int(batch_size), int(q_len), int(num_heads))
+        self._id = next(_decoder_ids)
+        sparse_decoders[self._id] = self
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of device memory the plan needs (the workspace's size)."""
+        return self.plan_.workspace_bytes
+
+    @property
+    def backend(self) -> _C.Backend:
+        """The kernel family "auto" resolved to."""
+        return self.plan_.backend
+
+    @property
+    def device(self) -> int:
+        """The CUDA device index of the plan and its workspace."""
+        return self.plan_.device
+
+    def plan(self, topk_length: Any = None, extra_topk_length: Any = None, stream: Any = None) -> None:
+        """Schedules the step from the device-resident lengths (CUDA int32 [b] each, given exactly when the
+        SparseDecoder was made with them), once per step: one small kernel, no host synchronisation. stream as for
+        Decoder.plan. Raises ValueError / TypeError for a bad tensor (a CPU tensor or NumPy array included)."""
+        if stream is None and compiling():
+            _torch_ops().sparse_decoder_plan(self._id, topk_length, extra_topk_length, self.workspace)
+            return
+        like = topk_length if topk_length is not None else self.workspace
+        self.plan_.plan(topk_length, extra_topk_length, self.workspace, stream_arg(stream, like))
+
+    def run(
+        self,
+        q: Any,
+        kv_cache: Any,
+        indices: Any,
+        softmax_scale: float,
+        out: Any = None,
+        lse: Any = None,
+        kv_scale: Any = 1.0,
+        extra_kv_cache: Any = None,
+        extra_indices: Any = None,
+        attn_sink: Any = None,
+        stream: Any = None,
+    ) -> Tuple[Any, Any]:
+        """One layer's sparse attention with the schedule plan() wrote. Returns (out, lse).
+
+        q [b, s_q, h_q, 576] in q_dtype; kv_cache [num_pages, page_block_size, (1,) W] in the SparseDecoder's
+        kv_format; indices [b, s_q, topk] int32; extra_kv_cache and extra_indices [b, s_q, extra_topk] with
+        extra_topk > 0; attn_sink [h_q] float32 with attn_sink=True; kv_scale as for openmla.sparse_decode.
+        out [b, s_q, h_q, 512] (q's dtype) and lse [b, s_q, h_q] float32 (any strides) are written in place when
+        given, else allocated like q. stream as for plan(). Device-resident values (indices, lengths) are not
+        checked on the host: bad ones give NaN rows and device_errors() says which guard fired. Raises ValueError /
+        TypeError for a bad shape, dtype, stride or device.
+        """
+        if stream is None and compiling():
+            tensor_scale = is_tensor_scale(kv_scale)
+            b, s_q, h_q = self._dims
+            torch = torch_or_none()
+            if out is None:
+                out = q.new_empty((b, s_q, h_q, HEAD_DIM_V))
+            if lse is None:
+                lse = q.new_empty((b, s_q, h_q), dtype=torch.float32)
+            _torch_ops().sparse_decoder_run(self._id, q, kv_cache, indices, float(softmax_scale), out, lse,
+                                            self.workspace, 1.0 if tensor_scale else float(kv_scale),
+                                            kv_scale if tensor_scale else None, extra_kv_cache, extra_indices,
+                                            attn_sink)
+            return out, lse
+        if out is None or lse is None:
+            out, lse = _sparse_outputs(q, self.shape, out, lse)
+        if type(softmax_scale) is not float:
+            softmax_scale = as_float(softmax_scale, "softmax_scale")
+        host_scale, device_scale = _sparse_scales(kv_scale)
+        self.plan_.run(q, kv_cache, indices, softmax_scale, out, lse, self.workspace, stream_arg(stream, q),
+                       host_scale, device_scale, extra_kv_cache, extra_indices, attn_sink)
+        return out, lse
+
+    def device_errors(self, stream: Any = None) -> DeviceError:
+        """The DeviceError flags set since the last reset (DeviceError.NONE when no guard fired). Synchronizes the
+        stream (default: as for plan())."""
+        return as_device_error(SparseDecodePlan.read_device_errors(self.workspace,
+                                                                   resolve_stream(stream, self.workspace)))
+
+    def reset_device_errors(self, stream: Any = None) -> None:
+        """Clears the device error word (an asynchronous write on the stream, capturable)."""
+        SparseDecodePlan.reset_device_errors(self.workspace, resolve_stream(stream, self.workspace))
+
+    def __repr__(self) -> str:
+        return (f"SparseDecoder({self.shape!r}, backend={_C.backend_name(self.backend)}, "
+                f"num_parts={self.plan_.num_parts}, workspace_bytes={self.workspace_bytes})")
 
 
 def write_kv(

@@ -86,8 +86,11 @@ Differences from FlashMLA:
   rope; k_cache uint8 or float8_e4m3fn with last dimension 656); a 576-byte one-byte cache without it
   is the per-tensor format above.
 * Sparse attention (indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
-  extra_topk_length, get_mla_metadata(topk=...)) raises NotImplementedError.
-* h_kv must be 1 and the page size 64; h_q 1..128 and s_q <= 128 (on Hopper, head counts other than 8, 16,
+  extra_topk_length) runs OpenMLA's sparse decode (docs/sparse-decode.md) with FlashMLA's shapes and results;
+  besides FlashMLA's is_fp8_kvcache=True (656-byte) caches it takes bfloat16 / float16 caches, and a 576-byte
+  e4m3 cache with descale_k. An index outside its cache (other than -1) makes that query token's rows NaN and a
+  negative topk_length / extra_topk_length its request's (device error bits, as above).
+* h_kv must be 1 and, for dense attention, the page size 64 (sparse: any); h_q 1..128 and s_q <= 128 (on Hopper, head counts other than 8, 16,
   32, 64, 128 and more than 16 query tokens run on the portable kernel).
 * Bad arguments raise ValueError or TypeError naming the argument (FlashMLA asserts).
 """
@@ -99,7 +102,7 @@ import os
 from typing import Any, Dict, Optional, Tuple
 
 from . import _C
-from ._C import DecodePlan, DecodeShape, DType, KVFormat
+from ._C import DecodePlan, DecodeShape, DType, KVFormat, SparseDecodePlan, SparseDecodeShape
 from ._errors import DeviceError
 from ._frameworks import compiling, resolve_stream, torch_or_none
 
@@ -293,8 +296,8 @@ def get_mla_metadata(
     Current style (no arguments): returns (FlashMLASchedMeta(), None).
     num_heads_q and is_fp8_kvcache are accepted and not needed.
 
-    Raises NotImplementedError for topk (sparse attention), ValueError / TypeError for a bad
-    argument, ImportError without PyTorch.
+    topk (sparse attention) is accepted: the sparse call takes the same step marker. Raises ValueError /
+    TypeError for a bad argument, ImportError without PyTorch.
     """
     global _generation
     if num_heads_per_head_k is not None:
@@ -302,8 +305,8 @@ def get_mla_metadata(
             raise ValueError(f"num_heads_per_head_k: the older name of num_q_tokens_per_head_k; got both, "
                              f"{num_heads_per_head_k!r} and {num_q_tokens_per_head_k!r}")
         num_q_tokens_per_head_k = num_heads_per_head_k
-    if topk is not None:
-        raise NotImplementedError("topk: sparse attention (top-k indices) is not implemented by openmla.flash_mla")
+    if topk is not None and (not isinstance(topk, int) or isinstance(topk, bool) or topk < 1):
+        raise ValueError(f"topk: expected None or a positive int (indices per query token), got {topk!r}")
     if cache_seqlens is None:
         return FlashMLASchedMeta(), None
     torch = _torch()
@@ -348,13 +351,13 @@ class _Workspace:
         self.planned_for: Any = None
         self.retired: list = []
 
-    def fit(self, torch: Any, plan: DecodePlan, device_index: int, stream: int) -> Any:
+    def fit(self, torch: Any, plan: Any, device_index: int, stream: int) -> Any:
         """The workspace tensor, grown (on the stream's allocator) if the plan needs more."""
         needed = plan.workspace_bytes
         if needed > self.bytes:
             size = max(needed, 2 * self.bytes)
             tensor = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device_index}")
-            DecodePlan.reset_device_errors(tensor, stream)
+            type(plan).reset_device_errors(tensor, stream)  # DecodePlan's or SparseDecodePlan's: one error word
             if self.tensor is not None:
                 self.retired.append(self.tensor)
             self.tensor, self.bytes, self.planned_for = tensor, size, None
@@ -365,11 +368,11 @@ _workspaces: Dict[Tuple[int, int], _Workspace] = {}  # by (device, stream)
 
 
 class _PlanState:
-    """A DecodePlan and the workspace of its (device, stream)."""
+    """A DecodePlan or SparseDecodePlan and the workspace of its (device, stream)."""
 
     __slots__ = ("plan", "workspace", "device_index", "stream")
 
-    def __init__(self, plan: DecodePlan, workspace: _Workspace, device_index: int, stream: int) -> None:
+    def __init__(self, plan: Any, workspace: _Workspace, device_index: int, stream: int) -> None:
         self.plan = plan
         self.workspace = workspace
         self.device_index = device_index
@@ -460,13 +463,11 @@ def _check_config(meta: FlashMLASchedMeta, config: FlashMLASchedMeta.Config) -> 
             )
 
 
-def _not_sparse(**kwargs: Any) -> None:
+def _dense_only(**kwargs: Any) -> None:
     for name, value in kwargs.items():
         if value is not None:
-            raise NotImplementedError(
-                f"{name}: sparse attention (DeepSeek-V3.2 top-k indices, attention sinks, extra caches) is not "
-                f"implemented by openmla.flash_mla; pass None"
-            )
+            raise ValueError(f"{name}: expected None without indices (it belongs to sparse attention, which "
+                             f"indices selects), got a {type(value).__name__}")
 
 
 class _Signature:
@@ -614,19 +615,30 @@ def flash_mla_with_kvcache(
     A request whose length or page ids are bad gets NaN rows (never a read outside the cache) and
     sets the device error word (device_errors(); in check mode the call raises
     FlashMLADeviceError); so does a descale that is not finite and > 0 (every row with keys NaN).
-    Raises NotImplementedError for the sparse-attention arguments, ValueError / TypeError for a bad
-    argument (named in the message).
+    Sparse attention (DeepSeek-V3.2): with indices [b, s_q, topk] int32 (slot = page * page_block_size +
+    offset, -1 skips), block_table and cache_seqlens may be None (they are not read) and causal must be False;
+    topk_length [b] int32 (only the first topk_length[r] indices count), attn_sink [h_q] float32 (out scaled by
+    exp(lse) / (exp(lse) + exp(sink)); lse returned without it), extra_k_cache with extra_indices_in_kvcache
+    [b, s_q, extra_topk] and extra_topk_length [b] (more keys in the same softmax). Caches of any page block
+    size: is_fp8_kvcache=True (656 bytes), bfloat16, float16, or 576-byte e4m3 with descale_k. out in q's dtype.
+    Rows with nothing to attend: out 0, lse +inf (set_empty_lse).
+
+    Raises ValueError / TypeError for a bad argument (named in the message).
     """
     if type(is_fp8_kvcache) is not bool:
         _check_not_a_descale(is_fp8_kvcache)
-    if (indices is not None or attn_sink is not None or extra_k_cache is not None
-            or extra_indices_in_kvcache is not None or topk_length is not None or extra_topk_length is not None):
-        _not_sparse(indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
-                    extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
-                    extra_topk_length=extra_topk_length)
     torch = _torch()
     if descale_q is not None or descale_k is not None:
         _check_descales(torch, descale_q, descale_k)
+    if indices is not None:
+        return _sparse(torch, q, k_cache, head_dim_v, tile_scheduler_metadata, softmax_scale, causal, is_fp8_kvcache,
+                       descale_q, descale_k, indices, attn_sink, extra_k_cache, extra_indices_in_kvcache, topk_length,
+                       extra_topk_length)
+    if (attn_sink is not None or extra_k_cache is not None or extra_indices_in_kvcache is not None
+            or topk_length is not None or extra_topk_length is not None):
+        _dense_only(attn_sink=attn_sink, extra_k_cache=extra_k_cache,
+                    extra_indices_in_kvcache=extra_indices_in_kvcache, topk_length=topk_length,
+                    extra_topk_length=extra_topk_length)
     return _decode(torch, q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata, softmax_scale,
                    causal, is_fp8_kvcache, descale_q, descale_k)
 
@@ -678,6 +690,208 @@ def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: A
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
     state.plan.run(q, k_cache, _widened_block_table_cached(block_table), cache_seqlens, float(softmax_scale), out,
                    softmax_lse.transpose(1, 2), workspace, stream, 1.0, None, None, q_scale, kv_scale)
+    if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
+        softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
+    if _check_calls and not capture:
+        _check_call(workspace, stream)
+    return out, softmax_lse
+
+
+def _sparse_cache_format(torch: Any, cache: Any, name: str, is_fp8_kvcache: bool, has_descale_k: bool) -> KVFormat:
+    """The format of a sparse call's cache: [num_blocks, page_block_size, (1,) W], any page block size."""
+    _require_tensor(torch, cache, name)
+    if cache.dim() == 4 and cache.shape[2] != 1:
+        raise ValueError(f"{name}: expected num_heads_k (dimension 2) = 1, got {cache.shape[2]} in shape "
+                         f"{list(cache.shape)}")
+    if cache.dim() not in (3, 4):
+        raise ValueError(f"{name}: expected shape [num_blocks, page_block_size, 1, head_dim], got {list(cache.shape)}")
+    one_byte = cache.element_size() == 1
+    if is_fp8_kvcache:
+        if not one_byte or cache.shape[-1] != _C.DS_MLA_BYTES_PER_TOKEN:
+            raise ValueError(f"{name}: is_fp8_kvcache=True expects FlashMLA's 656-byte layout (uint8/float8_e4m3fn, "
+                             f"last dimension 656), got {_dtype_name(cache.dtype)} {list(cache.shape)}")
+        return KVFormat.fp8_ds_mla
+    if cache.dtype == torch.bfloat16:
+        return KVFormat.bf16
+    if cache.dtype == torch.float16:
+        return KVFormat.fp16
+    if one_byte and cache.shape[-1] == _C.HEAD_DIM_QK:
+        if not has_descale_k:
+            raise ValueError(f"descale_k: required for a 576-byte per-tensor e4m3 {name} (value = code * "
+                             f"descale_k), got None")
+        return KVFormat.fp8_e4m3
+    raise TypeError(f"{name}: expected dtype bfloat16 or float16 (or is_fp8_kvcache=True for the 656-byte layout), "
+                    f"got {_dtype_name(cache.dtype)}")
+
+
+def _sparse_index_tensor(torch: Any, t: Any, name: str, b: int, s_q: int) -> int:
+    """indices / extra_indices_in_kvcache: int32 [b, s_q, k]; returns k."""
+    _require_tensor(torch, t, name)
+    if t.dim() != 3 or t.shape[0] != b or t.shape[1] != s_q:
+        raise ValueError(f"{name}: expected shape [b, s_q, topk] = [{b}, {s_q}, topk], got {list(t.shape)}")
+    if t.dtype != torch.int32:
+        raise TypeError(f"{name}: expected dtype int32, got {_dtype_name(t.dtype)}")
+    return int(t.shape[2])
+
+
+def _sparse_vector(torch: Any, t: Any, name: str, n: int, dtype: Any, what: str) -> None:
+    if t is None:
+        return
+    _require_tensor(torch, t, name)
+    if t.dim() != 1 or t.shape[0] != n:
+        raise ValueError(f"{name}: expected shape {what} = [{n}], got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {_dtype_name(dtype)}, got {_dtype_name(t.dtype)}")
+
+
+class _SparseSignature:
+    """What the checks derived from one combination of a sparse call's shapes, dtypes and options (run once per
+    combination), and the plans of its (device, stream)s."""
+
+    __slots__ = ("shape", "out_dtype", "device_index", "config", "default_scale", "states")
+
+    def __init__(self, shape: SparseDecodeShape, out_dtype: Any, device_index: int,
+                 config: FlashMLASchedMeta.Config, default_scale: float) -> None:
+        self.shape = shape
+        self.out_dtype = out_dtype
+        self.device_index = device_index
+        self.config = config
+        self.default_scale = default_scale
+        self.states: Dict[int, _PlanState] = {}
+
+    def state(self, torch: Any, stream: int) -> _PlanState:
+        state = self.states.get(stream)
+        if state is None:
+            state = self.states[stream] = _sparse_state_for(self.shape, self.device_index, stream)
+        return state
+
+
+_sparse_signatures: Dict[Tuple[Any, ...], _SparseSignature] = {}
+
+
+def _sparse_state_for(shape: SparseDecodeShape, device_index: int, stream: int) -> _PlanState:
+    key = ("sparse", device_index, stream, shape.batch_size, shape.q_len, shape.num_heads, shape.q_dtype,
+           shape.kv_format, shape.topk, shape.extra_topk, shape.topk_length, shape.extra_topk_length, shape.attn_sink)
+    state = _states.get(key)
+    if state is None:
+        try:
+            plan = SparseDecodePlan(shape, device=device_index)
+        except ValueError as e:  # the shape came from q's and the indices' dims
+            message = str(e)
+            owner = ("indices: " if message.startswith("shape.topk") else "extra_indices_in_kvcache: "
+                     if message.startswith("shape.extra_topk") else "q: " if message.startswith("shape.") else "")
+            raise ValueError(owner + message) from None
+        workspace = _workspaces.get((device_index, stream))
+        if workspace is None:
+            workspace = _workspaces[(device_index, stream)] = _Workspace()
+        state = _states[key] = _PlanState(plan, workspace, device_index, stream)
+    return state
+
+
+def _sparse_signature(torch: Any, q: Any, k_cache: Any, head_dim_v: Any, causal: bool, is_fp8_kvcache: bool,
+                      has_descale_k: bool, indices: Any, attn_sink: Any, extra_k_cache: Any,
+                      extra_indices: Any, topk_length: Any, extra_topk_length: Any) -> _SparseSignature:
+    """Every argument check of a sparse flash_mla_with_kvcache call that the host can make, before any CUDA call,
+    run once per combination of plain torch.Tensor arguments (subclasses are checked on every call)."""
+    T = torch.Tensor
+    args = (q, k_cache, indices, attn_sink, extra_k_cache, extra_indices, topk_length, extra_topk_length)
+    key: Optional[Tuple[Any, ...]] = None
+    if all(a is None or type(a) is T for a in args):
+        key = (head_dim_v, bool(causal), bool(is_fp8_kvcache), has_descale_k, q.device) + tuple(
+            None if a is None else (a.shape, a.dtype) for a in args)
+        signature = _sparse_signatures.get(key)
+        if signature is not None:
+            return signature
+    _require_tensor(torch, q, "q")
+    if q.dim() != 4 or q.shape[3] != _C.HEAD_DIM_QK:
+        raise ValueError(f"q: expected shape [b, s_q, h_q, 576], got {list(q.shape)}")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"q: expected dtype bfloat16 or float16 for sparse attention, got {_dtype_name(q.dtype)}")
+    if head_dim_v != _HEAD_DIM_V:
+        raise ValueError(f"head_dim_v: expected {_HEAD_DIM_V}, got {head_dim_v!r}")
+    if causal:
+        raise ValueError("causal: expected False for sparse attention (indices given), got True")
+    b, s_q, h_q = (int(d) for d in q.shape[:3])
+    kv_format = _sparse_cache_format(torch, k_cache, "k_cache", is_fp8_kvcache, has_descale_k)
+    topk = _sparse_index_tensor(torch, indices, "indices", b, s_q)
+    _sparse_vector(torch, topk_length, "topk_length", b, torch.int32, "[b]")
+    _sparse_vector(torch, attn_sink, "attn_sink", h_q, torch.float32, "[h_q]")
+    if (extra_k_cache is None) != (extra_indices is None):
+        missing, given = (("extra_indices_in_kvcache", "extra_k_cache") if extra_indices is None
+                          else ("extra_k_cache", "extra_indices_in_kvcache"))
+        raise ValueError(f"{missing}: expected a tensor with {given}, got None")
+    extra_topk, extra_page_block_size = None, None
+    if extra_k_cache is not None:
+        extra_format = _sparse_cache_format(torch, extra_k_cache, "extra_k_cache", is_fp8_kvcache, has_descale_k)
+        if extra_format != kv_format:
+            raise TypeError(f"extra_k_cache: expected the format of k_cache ({kv_format.name}), got "
+                            f"{extra_format.name}")
+        extra_topk = _sparse_index_tensor(torch, extra_indices, "extra_indices_in_kvcache", b, s_q)
+        extra_page_block_size = int(extra_k_cache.shape[1])
+        _sparse_vector(torch, extra_topk_length, "extra_topk_length", b, torch.int32, "[b]")
+    elif extra_topk_length is not None:
+        raise ValueError("extra_topk_length: expected None without extra_k_cache, got a tensor")
+    if q.device.type != "cuda":
+        raise ValueError("q: expected a CUDA tensor, got a CPU tensor")
+    shape = SparseDecodeShape(
+        batch_size=b, num_heads=h_q, topk=topk, q_len=s_q,
+        q_dtype=DType.bfloat16 if q.dtype == torch.bfloat16 else DType.float16, kv_format=kv_format,
+        extra_topk=extra_topk or 0, topk_length=topk_length is not None, extra_topk_length=extra_topk_length is not None,
+        attn_sink=attn_sink is not None)
+    config = FlashMLASchedMeta.Config(b, s_q, h_q, int(k_cache.shape[1]), int(k_cache.shape[2]) if k_cache.dim() == 4
+                                      else 1, bool(causal), bool(is_fp8_kvcache), topk, extra_page_block_size,
+                                      extra_topk)
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    signature = _SparseSignature(shape, q.dtype, device_index, config, q.shape[-1] ** (-0.5))
+    if key is not None:
+        _sparse_signatures[key] = signature
+    return signature
+
+
+def _sparse(torch: Any, q: Any, k_cache: Any, head_dim_v: Any, tile_scheduler_metadata: Any,
+            softmax_scale: Optional[float], causal: bool, is_fp8_kvcache: bool, descale_q: Any, descale_k: Any,
+            indices: Any, attn_sink: Any, extra_k_cache: Any, extra_indices: Any, topk_length: Any,
+            extra_topk_length: Any) -> Tuple[Any, Any]:
+    """The sparse decode behind flash_mla_with_kvcache (indices given), descales already checked."""
+    if compiling():
+        return torch.ops.openmla.flash_mla_with_kvcache(
+            q, k_cache, None, None, head_dim_v, softmax_scale, bool(causal), bool(is_fp8_kvcache), descale_q,
+            descale_k, indices, attn_sink, extra_k_cache, extra_indices, topk_length, extra_topk_length)
+    sig = _sparse_signature(torch, q, k_cache, head_dim_v, causal, is_fp8_kvcache, descale_k is not None, indices,
+                            attn_sink, extra_k_cache, extra_indices, topk_length, extra_topk_length)
+    if softmax_scale is None:
+        softmax_scale = sig.default_scale
+    # Per-tensor e4m3 only: the kernels read descale_k on the device (present: the signature checked it).
+    kv_scale = descale_k if sig.shape.kv_format == KVFormat.fp8_e4m3 else None
+
+    meta = tile_scheduler_metadata
+    if isinstance(meta, FlashMLASchedMeta):
+        _check_config(meta, sig.config)
+        step: Tuple[Any, ...] = ("meta", id(meta), meta)
+    elif isinstance(meta, torch.Tensor):
+        step = ("tensor", meta.data_ptr(), _generation)
+    else:
+        raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
+                        f"or a tensor), got {type(meta).__name__}")
+
+    stream = _C.current_stream(q)
+    if stream is None:  # a torch without DLPack's C exchange API
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+    state = sig.state(torch, stream)
+    shared = state.workspace
+    workspace = shared.fit(torch, state.plan, state.device_index, stream)
+    capture = _C.stream_capture_id(stream)
+    planned_for = (state, step, None if topk_length is None else topk_length.data_ptr(),
+                   None if extra_topk_length is None else extra_topk_length.data_ptr(), capture)
+    if shared.planned_for != planned_for:
+        state.plan.plan(topk_length, extra_topk_length, workspace, stream)
+        shared.planned_for = planned_for
+
+    b, s_q, h_q = sig.shape.batch_size, sig.shape.q_len, sig.shape.num_heads
+    out = torch.empty(b, s_q, h_q, _HEAD_DIM_V, dtype=sig.out_dtype, device=q.device)
+    softmax_lse = torch.empty(b, h_q, s_q, dtype=torch.float32, device=q.device)
+    state.plan.run(q, k_cache, indices, float(softmax_scale), out, softmax_lse.transpose(1, 2), workspace, stream,
+                   1.0, kv_scale, extra_k_cache, extra_indices, attn_sink)
     if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
         softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
     if _check_calls and not capture:

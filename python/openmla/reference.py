@@ -1,7 +1,7 @@
-"""The CPU oracle through the binding: exact (float64) decode and the CPU write_kv / move_kv, on CPU
-tensors.
+"""The CPU oracle through the binding: exact (float64) decode and sparse decode, and the CPU write_kv / move_kv, on
+CPU tensors.
 
-Same argument conventions as openmla.decode / openmla.write_kv / openmla.move_kv, on CPU tensors (NumPy arrays, CPU
+Same argument conventions as openmla.decode / openmla.sparse_decode / openmla.write_kv / openmla.move_kv, on CPU tensors (NumPy arrays, CPU
 torch tensors, anything DLPack speaks in host memory). NumPy has no bfloat16: pass bf16 data as
 uint16 through openmla.view_as(array, "bfloat16") (ml_dtypes bfloat16 arrays are recognised as
 they are). Bad arguments raise as the GPU entry points do (ValueError, TypeError).
@@ -17,13 +17,14 @@ from . import _C
 from ._C import DType, QueryLayout
 from ._errors import DeviceError, as_device_error
 from ._frameworks import as_dtype, as_e4m3_overflow, as_float, as_fp8_math, is_tensor_scale, kv_format_of
-from .api import HEAD_DIM_V, _first_cache, _tree_mask_of, shape_of_q
+from .api import HEAD_DIM_V, _first_cache, _sparse_shape_error, _tree_mask_of, shape_of_q, sparse_shape_of
 
-__all__ = ["ReferenceResult", "decode", "move_kv", "read_kv_token", "write_kv"]
+__all__ = ["ReferenceResult", "decode", "move_kv", "read_kv_token", "sparse_decode", "write_kv"]
 
 
 class ReferenceResult(NamedTuple):
-    """What reference.decode returns: the outputs and the guards the GPU kernel would report."""
+    """What reference.decode and reference.sparse_decode return: the outputs and the guards the GPU kernels would
+    report."""
 
     out: Any  #: [b, s_q, h_q, 512] (ragged: [total_q, h_q, 512])
     lse: Any  #: [b, s_q, h_q] (ragged: [total_q, h_q]), natural log
@@ -89,6 +90,58 @@ def decode(
                                  out, lse, fmt, as_float(kv_scale, "kv_scale"), bool(causal), as_fp8_math(fp8_math),
                                  q_indptr, mask, shape.query_layout, shape.tree_mask, shape.q_len, q_scale,
                                  kv_device_scale)
+    return ReferenceResult(out, lse, as_device_error(errors))
+
+
+def sparse_decode(
+    q: Any,
+    kv_cache: Any,
+    indices: Any,
+    softmax_scale: float,
+    topk_length: Any = None,
+    attn_sink: Any = None,
+    extra_kv_cache: Any = None,
+    extra_indices: Any = None,
+    extra_topk_length: Any = None,
+    kv_format: Any = None,
+    kv_scale: Any = 1.0,
+    out: Any = None,
+    lse: Any = None,
+    out_dtype: Any = "float64",
+) -> ReferenceResult:
+    """Exact sparse top-k decode (float64 accumulation) over the dequantized caches, on the CPU.
+
+    Arguments as openmla.sparse_decode, on CPU tensors (NumPy arrays included): q [b, s_q, h_q, 576]
+    bf16/fp16, kv_cache [num_pages, page_block_size, (1,) W], indices [b, s_q, topk] int32, topk_length [b]
+    int32, attn_sink [h_q] float32, extra_kv_cache with extra_indices [b, s_q, extra_topk] and extra_topk_length
+    [b]; kv_scale a float or a float32 CPU tensor of one element (the GPU's device-held scale). out [b, s_q, h_q,
+    512] and lse [b, s_q, h_q] are NumPy arrays of out_dtype (float64 or float32) unless given. A query token with
+    nothing to attend gets out 0 and lse -inf; the rows the GPU's guards make NaN are NaN here too, and
+    device_errors says which guard fired.
+
+    Raises ValueError / TypeError for bad arguments, as openmla.sparse_decode.
+    """
+    fmt = kv_format_of(kv_cache, kv_format)
+    shape, _, _ = sparse_shape_of(q, fmt, indices, topk_length, attn_sink, extra_indices, extra_topk_length,
+                                  extra_kv_cache)
+    device_scale = None
+    if is_tensor_scale(kv_scale):
+        device_scale, kv_scale = kv_scale, 1.0
+    dtype = as_dtype(out_dtype, "out_dtype")
+    if dtype not in (DType.float64, DType.float32):
+        raise TypeError(f"out_dtype: expected float64 or float32, got {dtype.name}")
+    np_dtype = np.float64 if dtype == DType.float64 else np.float32
+    dims = (shape.batch_size, shape.q_len, shape.num_heads)
+    if out is None:
+        out = np.empty((*dims, HEAD_DIM_V), dtype=np_dtype)
+    if lse is None:
+        lse = np.empty(dims, dtype=np_dtype)
+    try:
+        errors = _C.reference.sparse_decode(q, kv_cache, indices, as_float(softmax_scale, "softmax_scale"), out, lse,
+                                            fmt, as_float(kv_scale, "kv_scale"), device_scale, topk_length,
+                                            attn_sink, extra_kv_cache, extra_indices, extra_topk_length)
+    except ValueError as e:
+        raise ValueError(_sparse_shape_error(str(e))) from None
     return ReferenceResult(out, lse, as_device_error(errors))
 
 

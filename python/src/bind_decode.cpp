@@ -17,16 +17,19 @@ namespace {
 
 using namespace nb::literals;
 
-// Raw device memory for the plan: a contiguous CUDA tensor on the plan's device (any dtype).
-struct Workspace {
-  Output tensor;
-  void* data = nullptr;
-  size_t bytes = 0;
-};
-
 constexpr const char* kDecodeOnCpu = "openmla.reference.decode runs on the CPU";
 constexpr const char* kWriteOnCpu = "openmla.reference.write_kv runs on the CPU";
 constexpr const char* kMoveOnCpu = "openmla.reference.move_kv runs on the CPU";
+
+std::string shape_repr(const DecodeShape& s) {
+  return "DecodeShape(batch_size=" + std::to_string(s.batch_size) + ", q_len=" + std::to_string(s.q_len) +
+         ", num_heads=" + std::to_string(s.num_heads) + ", q_dtype=" + dtype_name(s.q_dtype) +
+         ", kv_format=" + kv_format_name(s.kv_format) + ", causal=" + (s.causal ? "True" : "False") +
+         ", query_layout=" + query_layout_name(s.query_layout) + ", tree_mask=" + tree_mask_name(s.tree_mask) +
+         ", device_scales=" + (s.device_scales ? "True" : "False") + ")";
+}
+
+}  // namespace
 
 Workspace workspace_arg(nb::handle obj, int device) {
   Workspace ws;
@@ -41,16 +44,6 @@ Workspace workspace_arg(nb::handle obj, int device) {
   ws.data = v.data;
   return ws;
 }
-
-std::string shape_repr(const DecodeShape& s) {
-  return "DecodeShape(batch_size=" + std::to_string(s.batch_size) + ", q_len=" + std::to_string(s.q_len) +
-         ", num_heads=" + std::to_string(s.num_heads) + ", q_dtype=" + dtype_name(s.q_dtype) +
-         ", kv_format=" + kv_format_name(s.kv_format) + ", causal=" + (s.causal ? "True" : "False") +
-         ", query_layout=" + query_layout_name(s.query_layout) + ", tree_mask=" + tree_mask_name(s.tree_mask) +
-         ", device_scales=" + (s.device_scales ? "True" : "False") + ")";
-}
-
-}  // namespace
 
 cudaStream_t stream_or_current(const std::optional<std::uintptr_t>& stream, nb::handle like, int device) {
   if (stream) return as_stream(*stream);

@@ -1,4 +1,4 @@
-// The CPU oracle (reference.decode / write_kv / move_kv / read_kv_token) and the host FP8 codecs, on CPU
+// The CPU oracle (reference.decode / sparse_decode / write_kv / move_kv / read_kv_token) and the host FP8 codecs, on CPU
 // tensors (NumPy in tests). The codecs are vectorised here: a Python loop over 656-byte tokens
 // would dominate the test suite's time.
 #include <algorithm>
@@ -90,6 +90,79 @@ unsigned reference_decode(nb::handle q, nb::handle kv_cache, nb::handle block_ta
   } catch (const Error& e) {
     const std::string message = e.what();
     if (message.rfind("shape.", 0) == 0) throw Error(e.status(), "q: " + message);  // derived from q
+    throw;
+  }
+}
+
+// The sparse reference derives its SparseDecodeShape from q, indices and which optional tensors come; a bad
+// shape field is a bad q (b, s_q, h_q, dtype) or indices (topk) / extra_indices (extra_topk).
+unsigned reference_sparse_decode(nb::handle q, nb::handle kv_cache, nb::handle indices, float softmax_scale,
+                                 nb::handle out, nb::handle lse, KVFormat kv_format, float kv_scale,
+                                 nb::handle kv_device_scale, nb::handle topk_length, nb::handle attn_sink,
+                                 nb::handle extra_kv_cache, nb::handle extra_indices, nb::handle extra_topk_length) {
+  Input q_t = input_tensor(q, "q");
+  Input kv_t = input_tensor(kv_cache, "kv_cache");
+  Input indices_t = input_tensor(indices, "indices");
+  Output out_t = optional_output(out, "out");
+  Output lse_t = optional_output(lse, "lse");
+  Input scale_t = optional_input(kv_device_scale, "kv_device_scale");
+  Input lengths_t = optional_input(topk_length, "topk_length");
+  Input sink_t = optional_input(attn_sink, "attn_sink");
+  Input extra_t = optional_input(extra_kv_cache, "extra_kv_cache");
+  Input extra_indices_t = optional_input(extra_indices, "extra_indices");
+  Input extra_lengths_t = optional_input(extra_topk_length, "extra_topk_length");
+  const TensorView& qv = q_t.view;
+  if (qv.ndim != 4 || qv.shape[3] != kHeadDimQK)
+    throw nb::value_error(("q: expected shape [b, s_q, h_q, 576], got " + qv.shape_str()).c_str());
+  if (qv.dtype != DType::kBFloat16 && qv.dtype != DType::kFloat16)
+    throw nb::type_error((std::string("q: expected dtype bfloat16 or float16, got ") + dtype_name(qv.dtype)).c_str());
+  const TensorView& iv = indices_t.view;
+  if (iv.ndim != 3)
+    throw nb::value_error(("indices: expected shape [b, s_q, topk], got " + iv.shape_str()).c_str());
+  const TensorView& ev = extra_indices_t.view;
+  if (ev.defined() && ev.ndim != 3)
+    throw nb::value_error(("extra_indices: expected shape [b, s_q, extra_topk], got " + ev.shape_str()).c_str());
+  if (ev.defined() != extra_t.view.defined())
+    throw nb::value_error(ev.defined() ? "extra_kv_cache: expected a cache with extra_indices, got None"
+                                       : "extra_indices: expected an int32 tensor [b, s_q, extra_topk] with "
+                                         "extra_kv_cache, got None");
+  SparseDecodeShape shape;
+  shape.batch_size = static_cast<int>(qv.shape[0]);
+  shape.q_len = static_cast<int>(qv.shape[1]);
+  shape.num_heads = static_cast<int>(qv.shape[2]);
+  shape.q_dtype = qv.dtype;
+  shape.kv_format = kv_format;
+  shape.topk = static_cast<int>(std::min<int64_t>(iv.shape[2], int64_t{1} << 30));
+  shape.extra_topk = ev.defined() ? static_cast<int>(std::min<int64_t>(ev.shape[2], int64_t{1} << 30)) : 0;
+  shape.topk_length = lengths_t.view.defined();
+  shape.extra_topk_length = extra_lengths_t.view.defined();
+  shape.attn_sink = sink_t.view.defined();
+  SparseDecodeArgs args;
+  args.q = qv;
+  args.kv.data = kv_t.view;
+  args.kv.format = kv_format;
+  args.kv.scale = kv_scale;
+  args.kv.device_scale = scale_t.view;
+  args.indices = iv;
+  if (extra_t.view.defined()) {
+    args.extra_kv = args.kv;
+    args.extra_kv.data = extra_t.view;
+  }
+  args.extra_indices = ev;
+  args.attn_sink = sink_t.view;
+  args.softmax_scale = softmax_scale;
+  args.out = out_t.view;
+  args.lse = lse_t.view;
+  try {
+    nb::gil_scoped_release release;
+    return reference::sparse_decode(args, shape, lengths_t.view, extra_lengths_t.view);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const char* owner = message.rfind("shape.topk", 0) == 0 ? "indices: "
+                        : message.rfind("shape.extra_topk_length", 0) == 0 ? "extra_topk_length: "
+                        : message.rfind("shape.extra_topk", 0) == 0 ? "extra_indices: "
+                        : message.rfind("shape.", 0) == 0 ? "q: " : nullptr;
+    if (owner) throw Error(e.status(), owner + message);
     throw;
   }
 }
@@ -240,6 +313,14 @@ void register_reference(nb::module_& m) {
           "q_scale: with a float8_e4m3fn query (which needs kv_device_scale), value = code * q_scale[0]. Returns the "
           "device error word (DEVICE_ERROR_* bits) the GPU kernel would set for the same input; the rows it "
           "guards are NaN. Raises ValueError / TypeError for bad arguments.");
+  ref.def("sparse_decode", &reference_sparse_decode, "q"_a.none(), "kv_cache"_a.none(), "indices"_a.none(),
+          "softmax_scale"_a, "out"_a.none(), "lse"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f,
+          "kv_device_scale"_a = nb::none(), "topk_length"_a = nb::none(), "attn_sink"_a = nb::none(),
+          "extra_kv_cache"_a = nb::none(), "extra_indices"_a = nb::none(), "extra_topk_length"_a = nb::none(),
+          "Exact (float64) sparse top-k decode on CPU tensors, arguments as SparseDecodePlan.run (the shape from q, "
+          "indices and the optional tensors given); out float64/float32/bfloat16/float16 [b, s_q, h_q, 512], lse "
+          "float64/float32 [b, s_q, h_q]. Returns the device error word the GPU kernels would set. A query token "
+          "with nothing to attend gets out 0 and lse -inf.");
   ref.def("write_kv", &reference_write_kv, "kv_latent"_a.none(), "k_rope"_a.none(), "slots"_a.none(),
           "kv_cache"_a.none(), "kv_format"_a, "kv_scale"_a = 1.0f, "device_scale"_a = nb::none(),
           "overflow"_a = E4M3Overflow::kSaturate,

@@ -157,6 +157,7 @@ NB_MODULE(_C, m) {
   py::register_errors(m);
   py::register_tensors(m);
   py::register_decode(m);
+  py::register_sparse_decode(m);
   py::register_reference(m);
   py::register_runtime(m);
 }

@@ -365,7 +365,8 @@ def test_get_mla_metadata_takes_every_keyword_flashmla_has_had():
             flash_mla.get_mla_metadata(cache_seqlens=x.seqlens, **kwargs)
         meta, none = flash_mla.get_mla_metadata(**kwargs)  # no lengths: the current interface's object
         assert isinstance(meta, flash_mla.FlashMLASchedMeta) and none is None
-    with pytest.raises(NotImplementedError, match="topk"):
+    # topk (sparse attention) is accepted with the older style's arguments: the lengths are still checked.
+    with pytest.raises(ValueError, match=f"cache_seqlens: {CPU_TENSOR}"):
         flash_mla.get_mla_metadata(x.seqlens, 16, 1, 16, True, 2048)
 
 

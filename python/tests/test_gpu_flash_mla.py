@@ -133,8 +133,9 @@ def test_bad_arguments_name_themselves():
         tile_scheduler_metadata=md, num_splits=ns), **kw})
     cases = [
         (dict(head_dim_v=576), ValueError, "head_dim_v"),
-        (dict(indices=torch.zeros(1, 1, 64, dtype=torch.int32, device="cuda")), NotImplementedError, "indices"),
-        (dict(attn_sink=torch.zeros(16, device="cuda")), NotImplementedError, "attn_sink"),
+        (dict(indices=torch.zeros(1, 1, 64, dtype=torch.int32, device="cuda"), causal=True), ValueError, "causal"),
+        (dict(indices=torch.zeros(1, 1, 64, dtype=torch.int64, device="cuda")), TypeError, "indices"),
+        (dict(attn_sink=torch.zeros(16, device="cuda")), ValueError, "attn_sink"),
         (dict(k_cache=paged.cache.expand(-1, -1, 2, -1)), ValueError, "k_cache"),
         (dict(k_cache=paged.cache[:, :32]), ValueError, "k_cache"),
         (dict(is_fp8_kvcache=True), ValueError, "k_cache"),
@@ -152,8 +153,8 @@ def test_bad_arguments_name_themselves():
         flash_mla.get_mla_metadata(paged.seqlens, 16, 2)
     with pytest.raises(TypeError, match="cache_seqlens"):
         flash_mla.get_mla_metadata(paged.seqlens.long(), 16, 1)
-    with pytest.raises(NotImplementedError, match="topk"):
-        flash_mla.get_mla_metadata(paged.seqlens, 16, 1, topk=2048)
+    metadata, splits = flash_mla.get_mla_metadata(paged.seqlens, 16, 1, topk=2048)  # sparse: a step marker too
+    assert metadata.dtype == torch.int32 and splits.shape == (paged.seqlens.shape[0] + 1,)
 
 
 def _cdiv(a, b):

@@ -67,6 +67,16 @@ void check_shape(const TensorView& t, const char* name, const char* symbolic,
     fail_arg(name, concat("shape ", symbolic, " = ", shape_list(expected)), t.shape_str());
 }
 
+void check_shape_vec(const TensorView& t, const char* name, const char* symbolic, const std::vector<int64_t>& expected) {
+  bool ok = t.ndim == static_cast<int>(expected.size());
+  for (int d = 0; ok && d < t.ndim; ++d) ok = t.shape[d] == expected[d];
+  if (!ok) {
+    std::string numbers = "[";
+    for (size_t d = 0; d < expected.size(); ++d) numbers += (d ? ", " : "") + std::to_string(expected[d]);
+    fail_arg(name, concat("shape ", symbolic, " = ", numbers, "]"), t.shape_str());
+  }
+}
+
 void check_data(const TensorView& t, const char* name) {
   if (t.data == nullptr && t.numel() > 0)
     fail_arg(name, concat("a non-null data pointer for shape ", t.shape_str()), "nullptr");
@@ -140,7 +150,12 @@ void check_scale_tensor(const TensorView& t, const char* name, DeviceType device
 
 bool is_valid_format(KVFormat f) { return static_cast<unsigned>(f) <= static_cast<unsigned>(KVFormat::kFP8DsMla); }
 
-void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType device, int device_id) {
+// Page sizes validate_kv_cache_named accepts: decode's fixed 64, or any >= 1 (sparse decode addresses tokens by
+// slot, page * page_block_size + offset, so the page size is the cache's own).
+constexpr int64_t kAnyPageSize = 0;
+
+void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType device, int device_id,
+                             int64_t page_size = kPageSize) {
   const std::string format_name = concat(prefix, ".format");
   const std::string data_name_s = concat(prefix, ".data");
   const char* data_name = data_name_s.c_str();
@@ -148,7 +163,10 @@ void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType d
     fail_arg(format_name.c_str(), "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
              concat("KVFormat(", static_cast<int>(kv.format), ")"));
   const int64_t row = kv.format == KVFormat::kFP8DsMla ? kDsMlaBytesPerToken : kHeadDimQK;  // W
-  const std::string expected_shape = concat("[num_pages, 64, 1, ", row, "] or [num_pages, 64, ", row, "]");
+  const bool any_page_size = page_size == kAnyPageSize;
+  const std::string page_dim = any_page_size ? std::string("page_block_size") : concat(page_size);
+  const std::string expected_shape =
+      concat("[num_pages, ", page_dim, ", 1, ", row, "] or [num_pages, ", page_dim, ", ", row, "]");
   check_defined(kv.data, data_name, expected_shape.c_str());
   check_device(kv.data, data_name, device, device_id);
 
@@ -176,9 +194,12 @@ void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType d
   if (t.ndim != 3 && t.ndim != 4)
     fail_arg(data_name, concat("shape ", expected_shape), t.shape_str());
   const int w_dim = t.ndim - 1;
-  if (t.shape[1] != kPageSize)
-    fail_arg(data_name, concat("page size ", kPageSize, " (dimension 1) in shape ", expected_shape),
+  if (any_page_size ? t.shape[1] < 1 : t.shape[1] != page_size)
+    fail_arg(data_name,
+             any_page_size ? concat("page size >= 1 (dimension 1) in shape ", expected_shape)
+                           : concat("page size ", page_size, " (dimension 1) in shape ", expected_shape),
              concat("page size ", t.shape[1], " in ", t.shape_str()));
+  const int64_t tokens_per_page = t.shape[1];
   if (t.ndim == 4 && t.shape[2] != 1)
     fail_arg(data_name, concat("1 KV head (dimension 2) in shape ", expected_shape),
              concat(t.shape[2], " KV heads in ", t.shape_str()));
@@ -193,13 +214,13 @@ void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType d
   if (t.strides[w_dim] != 1)
     fail_arg(data_name, "last-dimension stride 1 (contiguous token rows)",
              concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
-  if (t.strides[1] != row)
+  if (t.shape[1] > 1 && t.strides[1] != row)
     fail_arg(data_name, concat("token stride (dimension 1) ", row, " (dense tokens inside a page)"),
              concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
   const int64_t elem = dtype_size(t.dtype);
   const int64_t page_stride = t.strides[0];
-  if (num_pages > 1 && (page_stride < kPageSize * row || (page_stride * elem) % kRowAlignBytes != 0))
-    fail_arg(data_name, concat("page stride (dimension 0) >= ", kPageSize * row, " elements and a multiple of ",
+  if (num_pages > 1 && (page_stride < tokens_per_page * row || (page_stride * elem) % kRowAlignBytes != 0))
+    fail_arg(data_name, concat("page stride (dimension 0) >= ", tokens_per_page * row, " elements and a multiple of ",
                                kRowAlignBytes, " bytes"),
              concat("strides ", t.strides_str(), " for shape ", t.shape_str()));
   const auto address = reinterpret_cast<uintptr_t>(t.data);
@@ -219,6 +240,42 @@ void validate_kv_cache_named(const KVCache& kv, const char* prefix, DeviceType d
 }
 
 bool is_half_type(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+
+// out [tokens..., 512] and lse [tokens...] of a decode call (token_dims: [b, s_q, h_q] or [total_q, h_q]).
+// kDevice: out in out_dtype (why: the reason named in the message, or none), lse float32; kReference: wider types.
+void check_outputs(const TensorView& out, const TensorView& lse, const char* out_dims, const char* lse_dims,
+                   const std::vector<int64_t>& token_dims, DType out_dtype, const char* why, DeviceType device,
+                   int device_id, DecodeOutputs outputs) {
+  check_defined(out, "out", out_dims);
+  check_device(out, "out", device, device_id);
+  if (outputs == DecodeOutputs::kDevice) {
+    if (out.dtype != out_dtype)
+      fail_arg("out", why ? concat("dtype ", dtype_name(out_dtype), " (", why, ")") : concat("dtype ", dtype_name(out_dtype)),
+               dtype_name(out.dtype));
+  } else if (!is_half_type(out.dtype) && out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) {
+    fail_arg("out", "dtype float64, float32, bfloat16 or float16", dtype_name(out.dtype));
+  }
+  std::vector<int64_t> out_shape = token_dims;
+  out_shape.push_back(kHeadDimV);
+  check_shape_vec(out, "out", out_dims, out_shape);
+  check_data(out, "out");
+  check_last_stride_one(out, "out");
+  check_non_negative_strides(out, "out");
+  check_no_overlap(out, "out");
+  check_row_alignment(out, "out");
+
+  check_defined(lse, "lse", lse_dims);
+  check_device(lse, "lse", device, device_id);
+  if (outputs == DecodeOutputs::kDevice) {
+    check_dtype(lse, "lse", DType::kFloat32);
+  } else if (lse.dtype != DType::kFloat32 && lse.dtype != DType::kFloat64) {
+    fail_arg("lse", "dtype float32 or float64", dtype_name(lse.dtype));
+  }
+  check_shape_vec(lse, "lse", lse_dims, token_dims);
+  check_data(lse, "lse");
+  check_non_negative_strides(lse, "lse");
+  check_no_overlap(lse, "lse");
+}
 
 }  // namespace
 
@@ -384,47 +441,137 @@ void validate_decode_args(const DecodeArgs& args, const DecodeShape& shape, Devi
 
   validate_seqlens(args.cache_seqlens, shape.batch_size, expected_device, device_id);
 
-  const TensorView& out = args.out;
   const char* out_dims = ragged ? "[total_q, h_q, 512]" : "[b, s_q, h_q, 512]";
-  check_defined(out, "out", out_dims);
-  check_device(out, "out", expected_device, device_id);
-  if (outputs == DecodeOutputs::kDevice) {
-    if (shape.q_dtype == DType::kFloat8E4M3) {
-      check_dtype(out, "out", DType::kBFloat16);  // FlashMLA's FP8 decode writes bf16 too
-    } else if (out.dtype != shape.q_dtype) {
-      fail_arg("out", concat("dtype ", dtype_name(shape.q_dtype), " (the dtype of q)"), dtype_name(out.dtype));
-    }
-  } else if (!is_half_type(out.dtype) && out.dtype != DType::kFloat32 && out.dtype != DType::kFloat64) {
-    fail_arg("out", "dtype float64, float32, bfloat16 or float16", dtype_name(out.dtype));
-  }
-  if (ragged) {
-    check_shape(out, "out", out_dims, {total_q, h_q, kHeadDimV});
-  } else {
-    check_shape(out, "out", out_dims, {b, s_q, h_q, kHeadDimV});
-  }
-  check_data(out, "out");
-  check_last_stride_one(out, "out");
-  check_non_negative_strides(out, "out");
-  check_no_overlap(out, "out");
-  check_row_alignment(out, "out");
-
-  const TensorView& lse = args.lse;
   const char* lse_dims = ragged ? "[total_q, h_q]" : "[b, s_q, h_q]";
-  check_defined(lse, "lse", lse_dims);
-  check_device(lse, "lse", expected_device, device_id);
-  if (outputs == DecodeOutputs::kDevice) {
-    check_dtype(lse, "lse", DType::kFloat32);
-  } else if (lse.dtype != DType::kFloat32 && lse.dtype != DType::kFloat64) {
-    fail_arg("lse", "dtype float32 or float64", dtype_name(lse.dtype));
+  const std::vector<int64_t> token_dims = ragged ? std::vector<int64_t>{total_q, h_q} : std::vector<int64_t>{b, s_q, h_q};
+  // FlashMLA's FP8 decode writes bf16 for an e4m3 query too.
+  const DType out_dtype = shape.q_dtype == DType::kFloat8E4M3 ? DType::kBFloat16 : shape.q_dtype;
+  check_outputs(args.out, args.lse, out_dims, lse_dims, token_dims, out_dtype,
+                shape.q_dtype == DType::kFloat8E4M3 ? nullptr : "the dtype of q", expected_device, device_id, outputs);
+
+  if (!(std::isfinite(args.softmax_scale) && args.softmax_scale > 0.0f))
+    fail_arg("softmax_scale", "a finite value > 0", float_str(args.softmax_scale));
+}
+
+void validate_sparse_decode_shape(const SparseDecodeShape& shape) {
+  if (shape.batch_size < 1) fail_arg("shape.batch_size", ">= 1", shape.batch_size);
+  if (shape.q_len < 1 || shape.q_len > kMaxSparseQueryLen)
+    fail_arg("shape.q_len", concat("a value in [1, ", kMaxSparseQueryLen, "] (sparse decode)"), shape.q_len);
+  const int h = shape.num_heads;
+  if (h < 1 || h > 128) fail_arg("shape.num_heads", "a value in [1, 128]", h);
+  if (!is_half_type(shape.q_dtype))
+    fail_arg("shape.q_dtype", "bfloat16 or float16 (sparse decode)", dtype_name(shape.q_dtype));
+  if (!is_valid_format(shape.kv_format))
+    fail_arg("shape.kv_format", "one of bf16, fp16, fp8_e4m3, fp8_ds_mla",
+             concat("KVFormat(", static_cast<int>(shape.kv_format), ")"));
+  if (shape.topk < 1 || shape.topk > kMaxSparseTopk)
+    fail_arg("shape.topk", concat("a value in [1, ", kMaxSparseTopk, "]"), shape.topk);
+  if (shape.extra_topk < 0 || shape.extra_topk > kMaxSparseTopk)
+    fail_arg("shape.extra_topk", concat("a value in [0, ", kMaxSparseTopk, "] (0 = no extra cache)"), shape.extra_topk);
+  if (shape.extra_topk_length && shape.extra_topk == 0)
+    fail_arg("shape.extra_topk_length", "false without an extra cache (shape.extra_topk = 0)", "true");
+}
+
+namespace {
+
+// A plan()-time length tensor: [b] int32 contiguous when the shape has it, else undefined.
+void check_length_tensor(const TensorView& t, const char* name, bool planned, int batch_size, DeviceType device,
+                         int device_id) {
+  if (!planned) {
+    if (t.defined())
+      fail_arg(name, concat("an undefined view (shape.", name, " = false)"), concat("a tensor of shape ", t.shape_str()));
+    return;
   }
-  if (ragged) {
-    check_shape(lse, "lse", lse_dims, {total_q, h_q});
+  check_defined(t, name, "[b]");
+  check_device(t, name, device, device_id);
+  check_dtype(t, name, DType::kInt32);
+  check_shape(t, name, "[b]", {batch_size});
+  check_data(t, name);
+  check_contiguous(t, name);
+}
+
+// indices / extra_indices: [b, s_q, k] int32, last dim contiguous.
+void check_index_tensor(const TensorView& t, const char* name, const char* dims, int64_t b, int64_t s_q, int64_t k,
+                        DeviceType device, int device_id) {
+  check_defined(t, name, dims);
+  check_device(t, name, device, device_id);
+  check_dtype(t, name, DType::kInt32);
+  check_shape(t, name, dims, {b, s_q, k});
+  check_data(t, name);
+  check_last_stride_one(t, name);
+  check_non_negative_strides(t, name);
+}
+
+void check_sparse_cache(const KVCache& kv, const char* prefix, KVFormat planned, DeviceType device, int device_id) {
+  validate_kv_cache_named(kv, prefix, device, device_id, kAnyPageSize);
+  if (kv.format != planned)
+    fail_arg(concat(prefix, ".format").c_str(), concat(kv_format_name(planned), " (the planned shape.kv_format)"),
+             kv_format_name(kv.format));
+}
+
+}  // namespace
+
+void validate_sparse_lengths(const TensorView& topk_length, const TensorView& extra_topk_length,
+                             const SparseDecodeShape& shape, DeviceType expected_device, int device_id) {
+  check_length_tensor(topk_length, "topk_length", shape.topk_length, shape.batch_size, expected_device, device_id);
+  check_length_tensor(extra_topk_length, "extra_topk_length", shape.extra_topk_length, shape.batch_size,
+                      expected_device, device_id);
+}
+
+void validate_sparse_decode_args(const SparseDecodeArgs& args, const SparseDecodeShape& shape,
+                                 DeviceType expected_device, int device_id, DecodeOutputs outputs) {
+  validate_sparse_decode_shape(shape);
+  const int64_t b = shape.batch_size, s_q = shape.q_len, h_q = shape.num_heads;
+  const TensorView& q = args.q;
+  const char* q_dims = "[b, s_q, h_q, 576]";
+  check_defined(q, "q", q_dims);
+  check_device(q, "q", expected_device, device_id);
+  if (q.dtype != shape.q_dtype)
+    fail_arg("q", concat("dtype ", dtype_name(shape.q_dtype), " (the planned shape.q_dtype)"), dtype_name(q.dtype));
+  check_shape(q, "q", q_dims, {b, s_q, h_q, kHeadDimQK});
+  check_data(q, "q");
+  check_last_stride_one(q, "q");
+  check_non_negative_strides(q, "q");
+  check_row_alignment(q, "q");
+  // Query token t = r * s_q + i is read at t * stride(1); with one request stride(0) is never used.
+  if (b > 1 && q.strides[0] != s_q * q.strides[1])
+    fail_arg("q", concat("stride(0) == s_q * stride(1) = ", s_q * q.strides[1],
+                         " (its tokens are addressed as one [b * s_q] dimension)"),
+             concat("strides ", q.strides_str(), " for shape ", q.shape_str()));
+
+  check_sparse_cache(args.kv, "kv", shape.kv_format, expected_device, device_id);
+  check_index_tensor(args.indices, "indices", "[b, s_q, topk]", b, s_q, shape.topk, expected_device, device_id);
+
+  if (shape.extra_topk > 0) {
+    check_sparse_cache(args.extra_kv, "extra_kv", shape.kv_format, expected_device, device_id);
+    check_index_tensor(args.extra_indices, "extra_indices", "[b, s_q, extra_topk]", b, s_q, shape.extra_topk,
+                       expected_device, device_id);
   } else {
-    check_shape(lse, "lse", lse_dims, {b, s_q, h_q});
+    if (args.extra_kv.data.defined())
+      fail_arg("extra_kv.data", "an undefined view without an extra cache (shape.extra_topk = 0)",
+               concat("a tensor of shape ", args.extra_kv.data.shape_str()));
+    if (args.extra_kv.device_scale.defined())
+      fail_arg("extra_kv.device_scale", "an undefined view without an extra cache (shape.extra_topk = 0)",
+               concat("a tensor of shape ", args.extra_kv.device_scale.shape_str()));
+    if (args.extra_indices.defined())
+      fail_arg("extra_indices", "an undefined view without an extra cache (shape.extra_topk = 0)",
+               concat("a tensor of shape ", args.extra_indices.shape_str()));
   }
-  check_data(lse, "lse");
-  check_non_negative_strides(lse, "lse");
-  check_no_overlap(lse, "lse");
+
+  const TensorView& sink = args.attn_sink;
+  if (shape.attn_sink) {
+    check_defined(sink, "attn_sink", "[h_q]");
+    check_device(sink, "attn_sink", expected_device, device_id);
+    check_dtype(sink, "attn_sink", DType::kFloat32);
+    check_shape(sink, "attn_sink", "[h_q]", {h_q});
+    check_data(sink, "attn_sink");
+    check_contiguous(sink, "attn_sink");
+  } else if (sink.defined()) {
+    fail_arg("attn_sink", "an undefined view (shape.attn_sink = false)", concat("a tensor of shape ", sink.shape_str()));
+  }
+
+  check_outputs(args.out, args.lse, "[b, s_q, h_q, 512]", "[b, s_q, h_q]", {b, s_q, h_q}, shape.q_dtype,
+                "the dtype of q", expected_device, device_id, outputs);
 
   if (!(std::isfinite(args.softmax_scale) && args.softmax_scale > 0.0f))
     fail_arg("softmax_scale", "a finite value > 0", float_str(args.softmax_scale));

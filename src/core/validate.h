@@ -6,6 +6,7 @@
 
 #include "openmla/decode.h"
 #include "openmla/move_kv.h"
+#include "openmla/sparse_decode.h"
 #include "openmla/write_kv.h"
 
 namespace openmla::detail {
@@ -31,6 +32,21 @@ void validate_seqlens(const TensorView& cache_seqlens, int batch_size, DeviceTyp
 
 // The paged cache view alone (used by decode and write_kv).
 void validate_kv_cache(const KVCache& kv, DeviceType expected_device, int device_id);
+
+// Sparse decode: s_q, h_q, q dtype, format, topk / extra_topk and the flags that go with them.
+void validate_sparse_decode_shape(const SparseDecodeShape& shape);
+
+// Every tensor of a sparse decode call against the planned shape, as validate_decode_args: q (whose tokens are
+// addressed as one [b * s_q] dimension: stride(0) == s_q * stride(1)), both caches (any page block size >= 1),
+// indices, attn_sink, out and lse (DecodeOutputs as for decode), softmax_scale.
+void validate_sparse_decode_args(const SparseDecodeArgs& args, const SparseDecodeShape& shape,
+                                 DeviceType expected_device, int device_id,
+                                 DecodeOutputs outputs = DecodeOutputs::kDevice);
+
+// The length tensors given to SparseDecodePlan::plan(): each [b] int32 contiguous on the expected device when the
+// shape has it (shape.topk_length, shape.extra_topk_length), else undefined.
+void validate_sparse_lengths(const TensorView& topk_length, const TensorView& extra_topk_length,
+                             const SparseDecodeShape& shape, DeviceType expected_device, int device_id);
 
 void validate_write_kv_args(const WriteKVArgs& args, DeviceType expected_device, int device_id);
 

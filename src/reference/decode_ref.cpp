@@ -21,6 +21,7 @@
 #include "openmla/error.h"
 #include "openmla/fp8.h"
 #include "openmla/reference.h"
+#include "reference/ref_common.h"
 
 namespace openmla::reference {
 namespace {
@@ -28,22 +29,14 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+}  // namespace
+
+namespace internal {
+
 double load_half(const TensorView& t, int64_t offset) {
   const uint16_t bits = static_cast<const uint16_t*>(t.data)[offset];
   return t.dtype == DType::kBFloat16 ? fp8::bf16_to_float(bits) : fp8::fp16_to_float(bits);
 }
-
-// A query element: 16-bit, or e4m3 times the query's scale (exact in float64).
-double load_query(const TensorView& q, int64_t offset, double q_scale) {
-  if (q.dtype == DType::kFloat8E4M3) return fp8::e4m3_to_float(static_cast<const uint8_t*>(q.data)[offset]) * q_scale;
-  return load_half(q, offset);
-}
-
-// The value of a device-held scale tensor (host memory in the reference); 1 when undefined.
-double scale_value(const TensorView& t) {
-  return t.defined() ? static_cast<double>(*static_cast<const float*>(t.data)) : 1.0;
-}
-bool valid_scale(double s) { return std::isfinite(s) && s > 0.0; }
 
 void store_value(const TensorView& t, int64_t offset, double v) {
   switch (t.dtype) {
@@ -61,12 +54,20 @@ void store_value(const TensorView& t, int64_t offset, double v) {
   }
 }
 
+int reference_threads(size_t tasks) {
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("OPENMLA_REFERENCE_THREADS")) n = std::atoi(env);
+  n = std::max(1, std::min(n, 64));
+  return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(tasks, 1)));
+}
+
+namespace {
+
 // The two products of a page as register-blocked micro-kernels: kRowBlock query rows x two
 // SIMD vectors of tokens (scores) or value columns (outputs), accumulators held in registers. Lanes
 // never mix, so each score and each output element is still a float64 sum in a fixed order (FMA
 // contraction may differ between the two instruction sets; both are float64). x86-64 picks an
 // AVX2/FMA build at run time; other GNU targets use 2-wide vectors, other compilers scalar loops.
-constexpr int kRowBlock = 4;  // rows per block; a work item's rows are padded to a multiple (zero rows, weight 0)
 
 #if defined(__GNUC__)
 // Vectors are moved with one memcpy each (an unaligned load or store; no pointer casts).
@@ -158,10 +159,7 @@ void page_values_generic(const double* p, int rows, const double* v, int tokens,
 }
 #endif
 
-struct PageKernels {
-  void (*scores)(const double* q, int rows, const double* k_t, double* scores);
-  void (*values)(const double* p, int rows, const double* v, int tokens, double* acc);
-};
+}  // namespace
 
 // OPENMLA_REFERENCE_SIMD=generic forces the portable kernels (tests compare the two paths).
 PageKernels select_page_kernels() {
@@ -173,6 +171,28 @@ PageKernels select_page_kernels() {
 #endif
   return {page_scores_generic, page_values_generic};
 }
+
+}  // namespace internal
+
+namespace {
+
+using internal::kRowBlock;
+using internal::load_half;
+using internal::PageKernels;
+using internal::select_page_kernels;
+using internal::store_value;
+
+// A query element: 16-bit, or e4m3 times the query's scale (exact in float64).
+double load_query(const TensorView& q, int64_t offset, double q_scale) {
+  if (q.dtype == DType::kFloat8E4M3) return fp8::e4m3_to_float(static_cast<const uint8_t*>(q.data)[offset]) * q_scale;
+  return load_half(q, offset);
+}
+
+// The value of a device-held scale tensor (host memory in the reference); 1 when undefined.
+double scale_value(const TensorView& t) {
+  return t.defined() ? static_cast<double>(*static_cast<const float*>(t.data)) : 1.0;
+}
+bool valid_scale(double s) { return std::isfinite(s) && s > 0.0; }
 
 // The device-side guards, checked in this order; the first that fails is the request's error bit.
 // masked: a causal or tree mask places the request's q_len query tokens at its last KV positions.
@@ -468,14 +488,6 @@ class ReferenceDecoder {
   double q_scale_;  // e4m3 queries: value = code * q_scale_
 };
 
-// Worker threads for the reference: OPENMLA_REFERENCE_THREADS if set, else the hardware's count.
-int reference_threads(size_t tasks) {
-  int n = static_cast<int>(std::thread::hardware_concurrency());
-  if (const char* env = std::getenv("OPENMLA_REFERENCE_THREADS")) n = std::atoi(env);
-  n = std::max(1, std::min(n, 64));
-  return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(tasks, 1)));
-}
-
 }  // namespace
 
 unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) {
@@ -508,25 +520,8 @@ unsigned decode(const DecodeArgs& args, const DecodeShape& shape, Fp8Math math) 
 
   // Rows are independent and each is computed the same way whatever thread runs it, so results do
   // not depend on the thread count.
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto worker = [&] {
-    RowScratch scratch;
-    try {
-      for (size_t k = next++; k < tasks.size(); k = next++) decoder.run(tasks[k], scratch);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next = tasks.size();
-    }
-  };
-  const int threads = reference_threads(tasks.size());
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  internal::parallel_tasks<RowScratch>(tasks.size(),
+                                     [&](size_t k, RowScratch& scratch) { decoder.run(tasks[k], scratch); });
   return errors;
 }
 

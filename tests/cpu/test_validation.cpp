@@ -43,6 +43,17 @@ struct Fixture {
   DecodeArgs args;
   WriteKVArgs write;
 
+  // A valid sparse decode call: b=2, s_q=2, h_q=16, topk 8 into the bf16 cache seen with page block size 2 (128
+  // pages), extra_topk 4 into the same memory seen as 4 pages of 64, topk_length, extra_topk_length and a sink.
+  static constexpr int64_t topk = 8, extra_topk = 4;
+  std::vector<int32_t> sparse_indices = std::vector<int32_t>(b * s_q * topk, 1);
+  std::vector<int32_t> extra_indices = std::vector<int32_t>(b * s_q * extra_topk, -1);
+  std::vector<int32_t> lengths = {8, 3};
+  std::vector<float> sink = std::vector<float>(h_q, 0.5f);
+  SparseDecodeShape sshape;
+  SparseDecodeArgs sargs;
+  TensorView topk_length, extra_topk_length;
+
   Fixture() {
     shape.batch_size = b;
     shape.q_len = s_q;
@@ -58,6 +69,33 @@ struct Fixture {
     write.k_rope = make_tensor(rope.data(), DType::kFloat32, {n, kRopeDim});
     write.slots = make_tensor(slots.data(), DType::kInt64, {n});
     write.cache = args.kv;
+    sshape.batch_size = b;
+    sshape.q_len = s_q;
+    sshape.num_heads = h_q;
+    sshape.kv_format = KVFormat::kBF16;
+    sshape.topk = topk;
+    sshape.extra_topk = extra_topk;
+    sshape.topk_length = sshape.extra_topk_length = sshape.attn_sink = true;
+    sargs.q = args.q;
+    sargs.kv.data = make_tensor(cache.data(), DType::kBFloat16, {128, 2, 1, kHeadDimQK});
+    sargs.indices = make_tensor(sparse_indices.data(), DType::kInt32, {b, s_q, topk});
+    sargs.extra_kv = args.kv;
+    sargs.extra_indices = make_tensor(extra_indices.data(), DType::kInt32, {b, s_q, extra_topk});
+    sargs.attn_sink = make_tensor(sink.data(), DType::kFloat32, {h_q});
+    sargs.softmax_scale = 0.0416f;
+    sargs.out = args.out;
+    sargs.lse = args.lse;
+    topk_length = make_tensor(lengths.data(), DType::kInt32, {b});
+    extra_topk_length = make_tensor(lengths.data(), DType::kInt32, {b});
+  }
+
+  // The sparse call without its extra cache (extra_topk 0).
+  void no_extra() {
+    sshape.extra_topk = 0;
+    sshape.extra_topk_length = false;
+    sargs.extra_kv = KVCache();
+    sargs.extra_indices = TensorView();
+    extra_topk_length = TensorView();
   }
 };
 
@@ -76,7 +114,17 @@ void use_device_scales(Fixture& f, bool fp8_query) {
   }
 }
 
-enum class Entry { kDecodeShape, kDecodeArgs, kReferenceDecode, kWriteKV, kReferenceWriteKV };
+enum class Entry {
+  kDecodeShape,
+  kDecodeArgs,
+  kReferenceDecode,
+  kWriteKV,
+  kReferenceWriteKV,
+  kSparseShape,
+  kSparseArgs,
+  kSparseLengths,
+  kReferenceSparse,
+};
 
 struct BadInput {
   const char* name;  // the kind of bad input (test name)
@@ -87,12 +135,24 @@ struct BadInput {
 };
 
 void call(Entry entry, Fixture& f) {
+  using F = Fixture;
   switch (entry) {
     case Entry::kDecodeShape: detail::validate_decode_shape(f.shape); break;
     case Entry::kDecodeArgs: detail::validate_decode_args(f.args, f.shape, DeviceType::kCPU, 0); break;
     case Entry::kReferenceDecode: reference::decode(f.args, f.shape); break;
     case Entry::kWriteKV: detail::validate_write_kv_args(f.write, DeviceType::kCPU, 0); break;
     case Entry::kReferenceWriteKV: reference::write_kv(f.write); break;
+    case Entry::kSparseShape: detail::validate_sparse_decode_shape(f.sshape); break;
+    case Entry::kSparseArgs: detail::validate_sparse_decode_args(f.sargs, f.sshape, DeviceType::kCPU, 0); break;
+    case Entry::kSparseLengths:
+      detail::validate_sparse_lengths(f.topk_length, f.extra_topk_length, f.sshape, DeviceType::kCPU, 0);
+      break;
+    case Entry::kReferenceSparse: {
+      std::vector<double> out(f.out64.size());
+      f.sargs.out = make_tensor(out.data(), DType::kFloat64, {F::b, F::s_q, F::h_q, kHeadDimV});
+      reference::sparse_decode(f.sargs, f.sshape, f.topk_length, f.extra_topk_length);
+      break;
+    }
   }
 }
 
@@ -337,6 +397,134 @@ std::vector<BadInput> bad_inputs() {
        {"softmax_scale", "finite value > 0", "got 0"}},
       {"softmax_scale_inf", Entry::kReferenceDecode,
        [](F& f) { f.args.softmax_scale = std::numeric_limits<float>::infinity(); }, kInvalid, {"softmax_scale", "inf"}},
+      // ---- sparse decode: SparseDecodeShape
+      {"sparse_q_len_17", Entry::kSparseShape, [](F& f) { f.sshape.q_len = 17; }, kInvalid,
+       {"shape.q_len", "[1, 16]", "got 17"}},
+      {"sparse_batch_size_zero", Entry::kSparseShape, [](F& f) { f.sshape.batch_size = 0; }, kInvalid,
+       {"shape.batch_size", "got 0"}},
+      {"sparse_num_heads_129", Entry::kSparseShape, [](F& f) { f.sshape.num_heads = 129; }, kInvalid,
+       {"shape.num_heads", "[1, 128]", "got 129"}},
+      {"sparse_q_dtype_e4m3", Entry::kSparseShape, [](F& f) { f.sshape.q_dtype = DType::kFloat8E4M3; }, kInvalid,
+       {"shape.q_dtype", "bfloat16 or float16", "got float8_e4m3"}},
+      {"sparse_kv_format_out_of_enum", Entry::kSparseShape, [](F& f) { f.sshape.kv_format = static_cast<KVFormat>(4); },
+       kInvalid, {"shape.kv_format", "KVFormat(4)"}},
+      {"sparse_topk_zero", Entry::kSparseShape, [](F& f) { f.sshape.topk = 0; }, kInvalid,
+       {"shape.topk", "[1, 65536]", "got 0"}},
+      {"sparse_topk_too_large", Entry::kSparseArgs, [](F& f) { f.sshape.topk = 65537; }, kInvalid,
+       {"shape.topk", "got 65537"}},
+      {"sparse_extra_topk_negative", Entry::kSparseShape, [](F& f) { f.sshape.extra_topk = -1; }, kInvalid,
+       {"shape.extra_topk", "[0, 65536]", "got -1"}},
+      {"sparse_extra_topk_length_without_extra", Entry::kSparseShape,
+       [](F& f) {
+         f.sshape.extra_topk = 0;
+         f.sshape.extra_topk_length = true;
+       },
+       kInvalid, {"shape.extra_topk_length", "false without an extra cache", "got true"}},
+      // ---- sparse decode: plan()'s length tensors
+      {"sparse_topk_length_missing", Entry::kSparseLengths, [](F& f) { f.topk_length = TensorView(); }, kInvalid,
+       {"topk_length", "[b]", "undefined view"}},
+      {"sparse_topk_length_unplanned", Entry::kSparseLengths, [](F& f) { f.sshape.topk_length = false; }, kInvalid,
+       {"topk_length", "undefined view (shape.topk_length = false)", "got a tensor of shape [2]"}},
+      {"sparse_topk_length_int64", Entry::kSparseLengths, [](F& f) { f.topk_length.dtype = DType::kInt64; }, kInvalid,
+       {"topk_length", "int32", "got int64"}},
+      {"sparse_topk_length_wrong_b", Entry::kReferenceSparse,
+       [](F& f) { f.topk_length = make_tensor(f.lengths.data(), DType::kInt32, {1}); }, kInvalid,
+       {"topk_length", "[b] = [2]", "got [1]"}},
+      {"sparse_extra_topk_length_strided", Entry::kSparseLengths, [](F& f) { f.extra_topk_length.strides[0] = 2; },
+       kInvalid, {"extra_topk_length", "contiguous", "[2]"}},
+      {"sparse_extra_topk_length_unplanned", Entry::kReferenceSparse, [](F& f) { f.sshape.extra_topk_length = false; },
+       kInvalid, {"extra_topk_length", "shape.extra_topk_length = false", "[2]"}},
+      // ---- sparse decode: q
+      {"sparse_q_tokens_not_one_dimension", Entry::kSparseArgs,
+       [](F& f) {
+         f.sargs.q = make_tensor_strided(f.q.data(), DType::kBFloat16, {2, 2, 16, 576}, {18432 + 64, 9216, 576, 1});
+       },
+       kInvalid, {"q:", "stride(0) == s_q * stride(1) = 18432", "one [b * s_q] dimension", "[18496, 9216, 576, 1]"}},
+      {"sparse_q_dtype_mismatch", Entry::kSparseArgs, [](F& f) { f.sargs.q.dtype = DType::kFloat16; }, kInvalid,
+       {"q:", "bfloat16 (the planned shape.q_dtype)", "got float16"}},
+      {"sparse_q_s_q_mismatch", Entry::kReferenceSparse,
+       [](F& f) { f.sargs.q = make_tensor(f.q.data(), DType::kBFloat16, {2, 1, 16, 576}); }, kInvalid,
+       {"q:", "[b, s_q, h_q, 576] = [2, 2, 16, 576]", "got [2, 1, 16, 576]"}},
+      {"sparse_q_misaligned", Entry::kSparseArgs, [](F& f) { f.sargs.q.data = f.q.data() + 1; }, kInvalid,
+       {"q:", "16-byte aligned"}},
+      // ---- sparse decode: caches
+      {"sparse_kv_page_size_zero", Entry::kSparseArgs,
+       [](F& f) { f.sargs.kv.data = make_tensor(f.cache.data(), DType::kBFloat16, {4, 0, 1, 576}); }, kInvalid,
+       {"kv.data", "page size >= 1", "[num_pages, page_block_size, 1, 576]", "got page size 0"}},
+      {"sparse_kv_page_stride_too_small", Entry::kSparseArgs,
+       [](F& f) {
+         f.sargs.kv.data = make_tensor_strided(f.cache.data(), DType::kBFloat16, {4, 2, 1, 576}, {576, 576, 576, 1});
+       },
+       kInvalid, {"kv.data", "page stride (dimension 0) >= 1152", "[576, 576, 576, 1]"}},
+      {"sparse_kv_format_differs", Entry::kSparseArgs,
+       [](F& f) {
+         f.sargs.kv.format = KVFormat::kFP16;
+         f.sargs.kv.data.dtype = DType::kFloat16;
+       },
+       kInvalid, {"kv.format", "bf16 (the planned shape.kv_format)", "got fp16"}},
+      {"sparse_kv_fp8_scale_zero", Entry::kReferenceSparse,
+       [](F& f) {
+         f.sshape.kv_format = f.sargs.kv.format = f.sargs.extra_kv.format = KVFormat::kFP8E4M3;
+         f.sargs.kv.data.dtype = f.sargs.extra_kv.data.dtype = DType::kUInt8;
+         f.sargs.kv.scale = 0.0f;
+       },
+       kInvalid, {"kv.scale", "finite value > 0", "got 0"}},
+      {"sparse_extra_kv_format_differs", Entry::kSparseArgs,
+       [](F& f) {
+         f.sargs.extra_kv.format = KVFormat::kFP16;
+         f.sargs.extra_kv.data.dtype = DType::kFloat16;
+       },
+       kInvalid, {"extra_kv.format", "bf16 (the planned shape.kv_format)", "got fp16"}},
+      {"sparse_extra_kv_missing", Entry::kSparseArgs, [](F& f) { f.sargs.extra_kv = KVCache(); }, kInvalid,
+       {"extra_kv.data", "undefined view"}},
+      {"sparse_extra_kv_two_heads", Entry::kReferenceSparse,
+       [](F& f) { f.sargs.extra_kv.data = make_tensor(f.cache.data(), DType::kBFloat16, {2, 64, 2, 576}); }, kInvalid,
+       {"extra_kv.data", "1 KV head", "2 KV heads"}},
+      {"sparse_extra_kv_without_extra_topk", Entry::kSparseArgs,
+       [](F& f) {
+         const KVCache extra = f.sargs.extra_kv;
+         f.no_extra();
+         f.sargs.extra_kv = extra;
+       },
+       kInvalid, {"extra_kv.data", "undefined view without an extra cache (shape.extra_topk = 0)", "[4, 64, 1, 576]"}},
+      {"sparse_extra_indices_without_extra_topk", Entry::kReferenceSparse,
+       [](F& f) {
+         const TensorView extra = f.sargs.extra_indices;
+         f.no_extra();
+         f.sargs.extra_indices = extra;
+       },
+       kInvalid, {"extra_indices", "undefined view without an extra cache", "[2, 2, 4]"}},
+      // ---- sparse decode: indices, attn_sink
+      {"sparse_indices_int64", Entry::kSparseArgs, [](F& f) { f.sargs.indices.dtype = DType::kInt64; }, kInvalid,
+       {"indices", "int32", "got int64"}},
+      {"sparse_indices_wrong_topk", Entry::kSparseArgs,
+       [](F& f) { f.sargs.indices = make_tensor(f.sparse_indices.data(), DType::kInt32, {2, 2, 7}); }, kInvalid,
+       {"indices", "[b, s_q, topk] = [2, 2, 8]", "got [2, 2, 7]"}},
+      {"sparse_indices_last_stride", Entry::kReferenceSparse,
+       [](F& f) { f.sargs.indices = make_tensor_strided(f.sparse_indices.data(), DType::kInt32, {2, 2, 8}, {2, 1, 4}); },
+       kInvalid, {"indices", "stride 1", "[2, 1, 4]"}},
+      {"sparse_indices_missing", Entry::kSparseArgs, [](F& f) { f.sargs.indices = TensorView(); }, kInvalid,
+       {"indices", "[b, s_q, topk]", "undefined view"}},
+      {"sparse_extra_indices_wrong_shape", Entry::kSparseArgs,
+       [](F& f) { f.sargs.extra_indices = make_tensor(f.extra_indices.data(), DType::kInt32, {2, 1, 4}); }, kInvalid,
+       {"extra_indices", "[b, s_q, extra_topk] = [2, 2, 4]", "got [2, 1, 4]"}},
+      {"sparse_attn_sink_missing", Entry::kSparseArgs, [](F& f) { f.sargs.attn_sink = TensorView(); }, kInvalid,
+       {"attn_sink", "[h_q]", "undefined view"}},
+      {"sparse_attn_sink_unplanned", Entry::kReferenceSparse, [](F& f) { f.sshape.attn_sink = false; }, kInvalid,
+       {"attn_sink", "undefined view (shape.attn_sink = false)", "[16]"}},
+      {"sparse_attn_sink_bf16", Entry::kSparseArgs, [](F& f) { f.sargs.attn_sink.dtype = DType::kBFloat16; }, kInvalid,
+       {"attn_sink", "float32", "got bfloat16"}},
+      {"sparse_attn_sink_wrong_heads", Entry::kSparseArgs,
+       [](F& f) { f.sargs.attn_sink = make_tensor(f.sink.data(), DType::kFloat32, {8}); }, kInvalid,
+       {"attn_sink", "[h_q] = [16]", "got [8]"}},
+      // ---- sparse decode: out, lse, softmax_scale
+      {"sparse_out_float32_on_device_path", Entry::kSparseArgs, [](F& f) { f.sargs.out.dtype = DType::kFloat32; },
+       kInvalid, {"out:", "bfloat16 (the dtype of q)", "got float32"}},
+      {"sparse_lse_wrong_shape", Entry::kSparseArgs,
+       [](F& f) { f.sargs.lse = make_tensor(f.lse.data(), DType::kFloat32, {2, 16, 2}); }, kInvalid,
+       {"lse:", "[2, 2, 16]", "got [2, 16, 2]"}},
+      {"sparse_softmax_scale_nan", Entry::kReferenceSparse, [](F& f) { f.sargs.softmax_scale = kNaNf; }, kInvalid,
+       {"softmax_scale", "finite value > 0", "nan"}},
       // ---- write_kv
       {"kv_latent_int32", Entry::kWriteKV, [](F& f) { f.write.kv_latent.dtype = DType::kInt32; }, kInvalid,
        {"kv_latent", "bfloat16, float16 or float32", "got int32"}},
@@ -421,6 +609,29 @@ TEST_P(BadInputTest, RejectedWithStatusNamingArgumentAndValue) {
 
 INSTANTIATE_TEST_SUITE_P(Validation, BadInputTest, ::testing::ValuesIn(bad_inputs()),
                          [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+
+TEST(Validation, SparseValidCallsPass) {
+  Fixture f;
+  EXPECT_NO_THROW(detail::validate_sparse_decode_shape(f.sshape));
+  EXPECT_NO_THROW(detail::validate_sparse_decode_args(f.sargs, f.sshape, DeviceType::kCPU, 0));
+  EXPECT_NO_THROW(detail::validate_sparse_lengths(f.topk_length, f.extra_topk_length, f.sshape, DeviceType::kCPU, 0));
+  // Without an extra cache, lengths and sink; with one request whose q has any stride(0); page block size 1.
+  f.no_extra();
+  f.sshape.topk_length = f.sshape.attn_sink = false;
+  f.sargs.attn_sink = TensorView();
+  f.sargs.kv.data = make_tensor(f.cache.data(), DType::kBFloat16, {256, 1, 576});
+  EXPECT_NO_THROW(detail::validate_sparse_decode_args(f.sargs, f.sshape, DeviceType::kCPU, 0));
+  EXPECT_NO_THROW(detail::validate_sparse_lengths(TensorView(), TensorView(), f.sshape, DeviceType::kCPU, 0));
+  f.sshape.batch_size = 1;
+  f.sargs.q = make_tensor_strided(f.q.data(), DType::kBFloat16, {1, 2, 16, 576}, {7, 9216, 576, 1});
+  f.sargs.out = make_tensor(f.out.data(), DType::kBFloat16, {1, 2, 16, kHeadDimV});
+  f.sargs.lse = make_tensor(f.lse.data(), DType::kFloat32, {1, 2, 16});
+  f.sargs.indices = make_tensor(f.sparse_indices.data(), DType::kInt32, {1, 2, Fixture::topk});
+  EXPECT_NO_THROW(detail::validate_sparse_decode_args(f.sargs, f.sshape, DeviceType::kCPU, 0));
+  // The dense path still requires page size 64 (the generalised cache check keeps decode's rule).
+  f.args.kv.data = make_tensor(f.cache.data(), DType::kBFloat16, {128, 2, 1, 576});
+  EXPECT_THROW(detail::validate_decode_args(f.args, f.shape, DeviceType::kCPU, 0), Error);
+}
 
 TEST(Validation, AtLeast35DistinctKinds) {
   std::set<std::string> names;

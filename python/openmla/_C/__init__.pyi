@@ -104,6 +104,8 @@ DEVICE_ERROR_QUERY_OFFSETS: int = 64
 
 DEVICE_ERROR_SCALE: int = 128
 
+DEVICE_ERROR_SPARSE_INDEX: int = 256
+
 def describe_device_errors(word: int) -> str:
     """
     A device error word as text, e.g. 'negative_seqlen|page_id_out_of_range' ('none' for 0).
@@ -382,6 +384,145 @@ def move_kv(caches: object | None, src_slots: object | None, dst_slots: object |
     """
     Moves KV rows between slots in every cache of `caches`, in one kernel on `stream` (the compaction after a speculative tree verify: PagePool.commit_path returns the moves). caches: a KV cache [num_pages, 64, (1,) W] or a list of 1 to 128 (every layer's), all of kv_format, one page count and page stride; src_slots / dst_slots [m] int32 or int64 (page * 64 + offset); row_indptr [g + 1] int32: group j (one request) owns rows row_indptr[j] .. row_indptr[j+1] - 1, at most 128, and reads all its sources before writing any destination. Whole token rows are copied as raw bytes (any format, no conversion). stream: as for DecodePlan.plan (None: src_slots' framework's current stream). error_workspace: a decode workspace whose error word gets DEVICE_ERROR_SLOT_OUT_OF_RANGE for a slot beyond the caches (that row is skipped) and DEVICE_ERROR_QUERY_OFFSETS for a bad group range (that group moves nothing). Graph-capturable; all CUDA tensors on the current device; ValueError / TypeError otherwise.
     """
+
+MAX_SPARSE_QUERY_LEN: int = 16
+
+MAX_SPARSE_TOPK: int = 65536
+
+class SparseDecodeShape:
+    """
+    Everything about a sparse top-k decode step that is fixed when planning: batch_size (b), q_len (s_q, 1 to MAX_SPARSE_QUERY_LEN), num_heads (h_q, 1 to 128), q_dtype (bfloat16 or float16), kv_format (every format; the extra cache has the same), topk (indices per query token, 1 to MAX_SPARSE_TOPK), extra_topk (indices into the extra cache; 0 = none), and whether plan() takes topk_length / extra_topk_length and run() an attn_sink. Checked when a SparseDecodePlan is built (ValueError).
+    """
+
+    def __init__(self, batch_size: int, num_heads: int, topk: int, q_len: int = 1, q_dtype: DType = DType.bfloat16, kv_format: KVFormat = KVFormat.fp8_ds_mla, extra_topk: int = 0, topk_length: bool = False, extra_topk_length: bool = False, attn_sink: bool = False) -> None:
+        """A shape; the values are checked by SparseDecodePlan."""
+
+    @property
+    def batch_size(self) -> int:
+        """Requests per step (b)."""
+
+    @batch_size.setter
+    def batch_size(self, arg: int, /) -> None: ...
+
+    @property
+    def q_len(self) -> int:
+        """Query tokens per request (s_q)."""
+
+    @q_len.setter
+    def q_len(self, arg: int, /) -> None: ...
+
+    @property
+    def num_heads(self) -> int:
+        """Query heads (h_q)."""
+
+    @num_heads.setter
+    def num_heads(self, arg: int, /) -> None: ...
+
+    @property
+    def q_dtype(self) -> DType:
+        """bfloat16 or float16; out has the same dtype."""
+
+    @q_dtype.setter
+    def q_dtype(self, arg: DType, /) -> None: ...
+
+    @property
+    def kv_format(self) -> KVFormat:
+        """The format of the cache and of the extra cache."""
+
+    @kv_format.setter
+    def kv_format(self, arg: KVFormat, /) -> None: ...
+
+    @property
+    def topk(self) -> int:
+        """Indices per query token into the cache."""
+
+    @topk.setter
+    def topk(self, arg: int, /) -> None: ...
+
+    @property
+    def extra_topk(self) -> int:
+        """Indices per query token into the extra cache (0: none)."""
+
+    @extra_topk.setter
+    def extra_topk(self, arg: int, /) -> None: ...
+
+    @property
+    def topk_length(self) -> bool:
+        """plan() takes topk_length [b] int32."""
+
+    @topk_length.setter
+    def topk_length(self, arg: bool, /) -> None: ...
+
+    @property
+    def extra_topk_length(self) -> bool:
+        """plan() takes extra_topk_length [b] int32 (needs extra_topk > 0)."""
+
+    @extra_topk_length.setter
+    def extra_topk_length(self, arg: bool, /) -> None: ...
+
+    @property
+    def attn_sink(self) -> bool:
+        """run() takes attn_sink [h_q] float32."""
+
+    @attn_sink.setter
+    def attn_sink(self, arg: bool, /) -> None: ...
+
+    def __repr__(self) -> str: ...
+
+    def __eq__(self, other: object, /) -> bool:
+        """Field-by-field equality with another SparseDecodeShape."""
+
+class SparseDecodePlan:
+    """
+    A validated sparse decode configuration for one device. Per step: plan(topk_length, extra_topk_length, workspace, stream) (one small kernel, no host sync); per layer: run(...). Both are capturable in a CUDA graph. The workspace is caller-owned device memory of workspace_bytes bytes (a contiguous CUDA tensor, 256-byte aligned). openmla.SparseDecoder wraps a plan and its workspace.
+    """
+
+    def __init__(self, shape: SparseDecodeShape, backend: Backend = Backend.auto, num_parts: int = 0, device: int = -1) -> None:
+        """
+        Validates the shape and options and queries the device once (backend and num_parts as for DecodePlan). Raises ValueError for a bad shape or option, NotImplementedError when there is no CUDA device or the kernels are not available on it or in this build.
+        """
+
+    @property
+    def shape(self) -> SparseDecodeShape:
+        """The SparseDecodeShape planned for."""
+
+    @property
+    def backend(self) -> Backend:
+        """The resolved backend (never Backend.auto)."""
+
+    @property
+    def num_parts(self) -> int:
+        """Work parts per query tile."""
+
+    @property
+    def device(self) -> int:
+        """The CUDA device index."""
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of workspace plan() and run() need."""
+
+    def plan(self, topk_length: object | None, extra_topk_length: object | None, workspace: object | None, stream: int | None = 0) -> None:
+        """
+        Writes the step's schedule into the workspace from topk_length / extra_topk_length (CUDA int32 [b], or None where the shape has none); one small kernel on `stream` (a cudaStream_t as int; None: the current stream of the workspace's framework where it reports one, as PyTorch does, else the legacy default stream), no host synchronisation. Raises ValueError / TypeError for a bad tensor.
+        """
+
+    def run(self, q: object | None, kv_cache: object | None, indices: object | None, softmax_scale: float, out: object | None, lse: object | None, workspace: object | None, stream: int | None = 0, kv_scale: float = 1.0, kv_device_scale: object | None = None, extra_kv_cache: object | None = None, extra_indices: object | None = None, attn_sink: object | None = None) -> None:
+        """
+        One layer's sparse attention with the schedule plan() wrote, into out and lse (both required here). q [b, s_q, h_q, 576] (q_dtype; stride(0) == s_q * stride(1)); kv_cache [num_pages, page_block_size, (1,) W] (kv_format, any page block size); indices [b, s_q, topk] int32 slots (page * page_block_size + offset; -1 skips); out [b, s_q, h_q, 512] (q_dtype); lse [b, s_q, h_q] float32 (any strides). kv_scale / kv_device_scale: an fp8_e4m3 cache's scale, a float or a float32 CUDA tensor of one element (read on the device), for both caches. extra_kv_cache / extra_indices [b, s_q, extra_topk] with extra_topk > 0; attn_sink [h_q] float32 with shape.attn_sink. Stream as for plan() (None: q's framework's current stream). Raises ValueError / TypeError for a bad shape, dtype, stride or device; bad indices or lengths in device memory give NaN rows and set the device error word.
+        """
+
+    @staticmethod
+    def reset_device_errors(workspace: object | None, stream: int = 0) -> None:
+        """
+        Clears the device error word in a plan's workspace (an asynchronous write on `stream`).
+        """
+
+    @staticmethod
+    def read_device_errors(workspace: object | None, stream: int = 0) -> int:
+        """
+        Reads the sticky device error word of a plan's workspace as an int of DEVICE_ERROR_* bits (openmla.DeviceError); synchronizes `stream`.
+        """
 
 MAX_POOL_PAGES: int = 33554432
 
