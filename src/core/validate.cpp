@@ -546,6 +546,18 @@ void validate_sparse_decode_args(const SparseDecodeArgs& args, const SparseDecod
     check_sparse_cache(args.extra_kv, "extra_kv", shape.kv_format, expected_device, device_id);
     check_index_tensor(args.extra_indices, "extra_indices", "[b, s_q, extra_topk]", b, s_q, shape.extra_topk,
                        expected_device, device_id);
+    // Both caches' keys meet in one softmax whose scores carry one per-tensor scale: the extra cache's must be
+    // the main one's (the same float, or the same device tensor).
+    if (shape.kv_format == KVFormat::kFP8E4M3) {
+      if (args.extra_kv.device_scale.data != args.kv.device_scale.data)
+        fail_arg("extra_kv.device_scale", "the main cache's device_scale (one per-tensor scale for both caches)",
+                 args.extra_kv.device_scale.defined() ? concat("another tensor (", args.extra_kv.device_scale.data, ")")
+                                                      : std::string("an undefined view"));
+      if (!args.kv.device_scale.defined() && args.extra_kv.scale != args.kv.scale)
+        fail_arg("extra_kv.scale", concat("the main cache's scale ", float_str(args.kv.scale),
+                                          " (one per-tensor scale for both caches)"),
+                 float_str(args.extra_kv.scale));
+    }
   } else {
     if (args.extra_kv.data.defined())
       fail_arg("extra_kv.data", "an undefined view without an extra cache (shape.extra_topk = 0)",

@@ -469,6 +469,22 @@ std::vector<BadInput> bad_inputs() {
          f.sargs.kv.scale = 0.0f;
        },
        kInvalid, {"kv.scale", "finite value > 0", "got 0"}},
+      {"sparse_extra_kv_fp8_scale_differs", Entry::kSparseArgs,
+       [](F& f) {
+         f.sshape.kv_format = f.sargs.kv.format = f.sargs.extra_kv.format = KVFormat::kFP8E4M3;
+         f.sargs.kv.data.dtype = f.sargs.extra_kv.data.dtype = DType::kUInt8;
+         f.sargs.kv.scale = 0.5f;
+         f.sargs.extra_kv.scale = 0.25f;
+       },
+       kInvalid, {"extra_kv.scale", "the main cache's scale 0.5", "got 0.25"}},
+      {"sparse_extra_kv_own_device_scale", Entry::kReferenceSparse,
+       [](F& f) {
+         f.sshape.kv_format = f.sargs.kv.format = f.sargs.extra_kv.format = KVFormat::kFP8E4M3;
+         f.sargs.kv.data.dtype = f.sargs.extra_kv.data.dtype = DType::kUInt8;
+         f.sargs.kv.device_scale = make_tensor(&f.scales[0], DType::kFloat32, {1});
+         f.sargs.extra_kv.device_scale = make_tensor(&f.scales[1], DType::kFloat32, {1});
+       },
+       kInvalid, {"extra_kv.device_scale", "the main cache's device_scale", "another tensor"}},
       {"sparse_extra_kv_format_differs", Entry::kSparseArgs,
        [](F& f) {
          f.sargs.extra_kv.format = KVFormat::kFP16;
