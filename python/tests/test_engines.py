@@ -395,7 +395,7 @@ def test_check_mode_from_the_environment(value, expected):
 
 
 def test_device_errors_without_workspaces_is_none(monkeypatch):
-    monkeypatch.setattr(flash_mla, "_states", {})
+    monkeypatch.setattr(flash_mla, "_workspaces", {})
     assert flash_mla.device_errors() is openmla.DeviceError.NONE or flash_mla.device_errors() == 0
     assert flash_mla.device_errors(stream=12345) == openmla.DeviceError.NONE
     with pytest.raises(TypeError, match="stream"):

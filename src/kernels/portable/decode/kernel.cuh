@@ -405,7 +405,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinCtasPerSm<Cfg, kKind>)) po
   constexpr int kTilesPerBlock = kPageTokens / Cfg::N;
 
   for (int req = part.begin_req; req <= part.end_req; ++req) {
-    const RequestQueries rq = request_queries<kQueries == kGeneralQueries>(p, req);
+    // Ragged queries read their offsets; uniform ones in the general variant (a tree mask, padded heads) and sparse
+    // decode's one-token requests have none (q_indptr null).
+    const RequestQueries rq = kQueries == kGeneralQueries && p.q_indptr != nullptr ? request_queries<true>(p, req)
+                                                                                  : request_queries<false>(p, req);
     const Segment seg = make_segment(p, part, part_idx, req, kGeneral ? &rq : nullptr);
     if constexpr (kGeneral) {
       // An m-tile past the request's rows has nothing to compute or write (CTA-uniform).
