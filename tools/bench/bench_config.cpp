@@ -179,6 +179,57 @@ std::vector<RatioDef> spec_ratios() {
   return out;
 }
 
+// Sparse top-k decode (DeepSeek-V3.2): topk 2048 slots per query token out of each request's s_k cached tokens.
+constexpr int kSparseBatch[] = {1, 8, 32, 64, 128};
+constexpr int kSparseSeqlen[] = {32768, 131072};
+struct SparseGroup {
+  int num_heads, q_len;
+  const char* bound;  // what binds, for the ratios' meaning
+};
+// Memory-bound (one token, 64 heads: TP2), compute-bound (128 heads, or two tokens: MTP), TP8's 16 heads.
+constexpr SparseGroup kSparseGroups[] = {
+    {64, 1, "memory-bound"}, {128, 1, "compute-bound"}, {64, 2, "compute-bound"}, {16, 1, "TP8, memory-bound"}};
+
+BenchConfig sparse_config(int b, int s_q, int h_q, int s_k) {
+  BenchConfig c{b, s_q, h_q, s_k, false};
+  c.topk = kSparseTopk;
+  return c;
+}
+
+// Rows of one s_k next to each other, a group's batch sizes back to back.
+std::vector<BenchConfig> sparse_configs() {
+  std::vector<BenchConfig> out;
+  for (int s_k : kSparseSeqlen)
+    for (const SparseGroup& g : kSparseGroups)
+      for (int b : kSparseBatch) out.push_back(sparse_config(b, g.q_len, g.num_heads, s_k));
+  return out;
+}
+
+std::vector<RatioDef> sparse_ratios() {
+  std::vector<RatioDef> out;
+  for (int s_k : kSparseSeqlen) {
+    for (const SparseGroup& g : kSparseGroups) {
+      std::vector<BenchConfig> rows;
+      for (int b : kSparseBatch) rows.push_back(sparse_config(b, g.q_len, g.num_heads, s_k));
+      const std::string shape =
+          "h_q=" + std::to_string(g.num_heads) + " s_q=" + std::to_string(g.q_len) + " s_k=" + std::to_string(s_k);
+      const std::string peer = g.num_heads < 64 ? "FlashMLA on the same requests padded to 64 heads" : "FlashMLA";
+      out.push_back({"flashmla/openmla " + shape, RatioKind::kPeerTime, rows, {}, -1.0,
+                     std::string(g.bound) + ": sum over b of " + peer + "'s time / sum of OpenMLA's (> 1: faster)"});
+      out.push_back({"flashmla/openmla worst b " + shape, RatioKind::kPeerTimeWorst, rows, {}, -1.0,
+                     std::string(g.bound) + ": the smallest per-row " + peer + " time / OpenMLA time over b"});
+      if (g.q_len != 1 || g.num_heads > 64) continue;
+      for (const BenchConfig& c : rows) {
+        out.push_back({"GB/s / copy b=" + std::to_string(c.batch_size) + " " + shape, RatioKind::kGbpsOverCopy, {c},
+                       {}, -1.0,
+                       std::string(g.bound) + ": OpenMLA's GB/s (selected KV + indices + q + out) / the device's "
+                       "copy bandwidth (read + write) measured in this run"});
+      }
+    }
+  }
+  return out;
+}
+
 std::string join_counts(const std::vector<int>& counts) {
   std::string s;
   for (size_t i = 0; i < counts.size(); ++i) s += (i ? "/" : "") + std::to_string(counts[i]);
@@ -231,6 +282,7 @@ std::string BenchConfig::label() const {
   }
   if (tree_mask != TreeMask::kNone) os << " tree=" << tree_mask_name(tree_mask);
   if (ragged()) os << " ragged q=" << join_counts(q_counts);
+  if (sparse()) os << " topk=" << topk;
   return os.str();
 }
 
@@ -300,7 +352,7 @@ QueryInputs query_inputs(const BenchConfig& c) {
   return in;
 }
 
-const char* grid_names() { return "quick|deepseek|varlen|fp8|spec|all"; }
+const char* grid_names() { return "quick|deepseek|varlen|fp8|spec|sparse|all"; }
 
 std::vector<BenchConfig> grid_configs(const std::string& name) {
   if (name == "quick") return quick_configs();
@@ -308,6 +360,7 @@ std::vector<BenchConfig> grid_configs(const std::string& name) {
   if (name == "varlen") return varlen_configs();
   if (name == "fp8") return fp8_configs();
   if (name == "spec") return spec_configs();
+  if (name == "sparse") return sparse_configs();
   if (name == "all") {
     std::vector<BenchConfig> out = deepseek_configs();
     for (const auto& extra : {quick_configs(), fp8_configs()})
@@ -320,13 +373,13 @@ std::vector<BenchConfig> grid_configs(const std::string& name) {
 
 std::vector<RatioDef> grid_ratios(const std::string& name, const std::vector<BenchConfig>& selected) {
   std::vector<RatioDef> out;
-  if (name != "spec") return out;
+  if (name != "spec" && name != "sparse") return out;
   auto present = [&](const std::vector<BenchConfig>& configs) {
     for (const BenchConfig& c : configs)
       if (std::find(selected.begin(), selected.end(), c) == selected.end()) return false;
     return true;
   };
-  for (RatioDef& d : spec_ratios())
+  for (RatioDef& d : name == "spec" ? spec_ratios() : sparse_ratios())
     if (present(d.numerator) && present(d.denominator)) out.push_back(std::move(d));
   return out;
 }
@@ -407,6 +460,15 @@ std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed) {
 WorkCount count_work(const BenchConfig& c, const std::vector<int>& seqlens, KVFormat format) {
   WorkCount w;
   const QueryInputs q = query_inputs(c);
+  if (c.sparse()) {
+    // What the step must move: each query token's selected tokens and their int32 indices, its q and its out.
+    for (int len : seqlens) w.total_seqlen += len;
+    const double tokens = static_cast<double>(q.total_q);
+    w.bytes = tokens * (static_cast<double>(c.topk) * (kv_bytes_per_token(format) + sizeof(int32_t)) +
+                        static_cast<double>(c.num_heads) * (kHeadDimQK + kHeadDimV) * 2.0);
+    w.flops = 2.0 * c.num_heads * tokens * c.topk * (kHeadDimQK + kHeadDimV);
+    return w;
+  }
   // Keys the query tokens of a request see, summed over its tokens: n * s_k, unless counted as they see them.
   // Tree rows are the same for every request here (query_inputs repeats one tree).
   std::vector<int64_t> tree_rows;

@@ -30,14 +30,19 @@ struct BenchConfig {
   // FLOPs over the keys each query token sees (causal, tree) rather than 2 * s_q * h_q * sum(s_k) * 1088
   // (count_work); the spec grid counts this way, so that its TFLOP/s ratios compare like with like.
   bool visible_key_flops = false;
+  // Sparse top-k decode (the sparse grid): every query token attends to topk distinct slots drawn at random from its
+  // request's seqlen cached tokens (SparseDecodePlan). 0: dense decode over the whole prefix.
+  int topk = 0;
 
-  // The method: causal whenever s_q > 1, unless a tree mask decides what each token sees.
-  bool causal() const { return q_len > 1 && tree_mask == TreeMask::kNone; }
+  bool sparse() const { return topk > 0; }
+  // The method: causal whenever s_q > 1, unless a tree mask decides what each token sees (sparse tokens see the
+  // slots they list).
+  bool causal() const { return q_len > 1 && tree_mask == TreeMask::kNone && !sparse(); }
   bool ragged() const { return layout == QueryLayout::kRagged; }
   // Ragged or tree-masked: what the other grids' tools (anchors, the FlashMLA peer) do not take.
   bool speculative_form() const { return ragged() || tree_mask != TreeMask::kNone; }
   // "b=64 s_q=2 h_q=64 s_k=4096", "b=128 s_q=1 h_q=16 s_k~N(4096,2048)", "b=64 s_q=16 h_q=16 s_k=4096
-  // tree=shared" or "b=64 s_q=8 h_q=16 s_k=4096 ragged q=1/8".
+  // tree=shared", "b=64 s_q=8 h_q=16 s_k=4096 ragged q=1/8" or "b=32 s_q=1 h_q=64 s_k=32768 topk=2048".
   std::string label() const;
   // The table's short form of the queries: "1", "chain", "tree/shared", "ragged 1/8", ...
   std::string query_form() const;
@@ -46,7 +51,8 @@ struct BenchConfig {
   bool operator==(const BenchConfig& o) const {
     return batch_size == o.batch_size && q_len == o.q_len && num_heads == o.num_heads &&
            seqlen == o.seqlen && varlen == o.varlen && layout == o.layout && q_counts == o.q_counts &&
-           tree_mask == o.tree_mask && tree_parents == o.tree_parents && visible_key_flops == o.visible_key_flops;
+           tree_mask == o.tree_mask && tree_parents == o.tree_parents && visible_key_flops == o.visible_key_flops &&
+           topk == o.topk;
   }
 };
 
@@ -61,17 +67,21 @@ struct QueryInputs {
 // Throws Error(kInvalidArgument) for an inconsistent configuration (counts against q_len, parents).
 QueryInputs query_inputs(const BenchConfig& c);
 
-// Grid names: "quick" (a handful of the issue's floor shapes, well under a minute on a GPU),
+// Grid names: "quick" (a handful of representative shapes, well under a minute on a GPU),
 // "deepseek" (b x s_q x h_q x s_k plus the varlen batches), "varlen" (only those), "fp8", "spec"
-// (speculative decoding: tree verify, mixed batches, 64-token verify), "all" (all but spec).
+// (speculative decoding: tree verify, mixed batches, 64-token verify), "sparse" (top-k decode, topk 2048),
+// "all" (all but spec and sparse).
 // Throws openmla::Error(kInvalidArgument) for an unknown name.
 std::vector<BenchConfig> grid_configs(const std::string& name);
-const char* grid_names();  // "quick|deepseek|varlen|fp8|spec|all"
+const char* grid_names();  // "quick|deepseek|varlen|fp8|spec|sparse|all"
 
 // A ratio the run reports from its rows (the spec grid's "ratios"), per format.
 enum class RatioKind : uint8_t {
   kTime = 0,            // sum of the numerator rows' median times / sum of the denominator rows'
   kTflopsOverBest = 1,  // the numerator row's TFLOP/s / the best TFLOP/s among the denominator rows
+  kPeerTime = 2,        // sum of the peer's median times over the numerator rows / sum of OpenMLA's (> 1: faster)
+  kPeerTimeWorst = 3,   // the smallest peer time / OpenMLA time among the numerator rows
+  kGbpsOverCopy = 4,    // the numerator row's GB/s / the device copy bandwidth measured in the same run
 };
 struct RatioDef {
   std::string name;     // "tree/chain h_q=16 s_k=4096"
@@ -80,7 +90,7 @@ struct RatioDef {
   double target_max = -1.0;  // the value should be <= this; negative: no target
   std::string meaning;  // one line: what the ratio compares
 };
-// The ratios of a grid (empty for all but spec), each kept only when every row it reads is among `selected`
+// The ratios of a grid (empty for all but spec and sparse), each kept only when every row it reads is among `selected`
 // (a --filter may drop some).
 std::vector<RatioDef> grid_ratios(const std::string& name, const std::vector<BenchConfig>& selected);
 
@@ -97,6 +107,10 @@ ConfigFilter parse_filter(const std::string& spec);  // throws Error(kInvalidArg
 // (b >= 1, s_q 1..16, h_q 8..128, s_k >= s_q). Throws Error(kInvalidArgument) naming what is wrong.
 BenchConfig parse_shape(const std::string& spec);
 
+// The sparse grid's rows and ratios as named here: memory-bound (h_q 64, s_q 1), compute-bound (h_q 128 or s_q 2),
+// TP8 (h_q 16, FlashMLA on the same requests padded to 64 heads).
+inline constexpr int kSparseTopk = 2048;
+
 // Per-request KV lengths: seqlen for every request, or the varlen draw (deterministic in the
 // config and seed: the same batch for every format, backend and run).
 std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed);
@@ -105,6 +119,9 @@ std::vector<int> config_seqlens(const BenchConfig& c, uint64_t seed);
 //   bytes = sum(s_k) * bytes_per_token(format) + sum(n_r) * h_q * (576 + 512) * 2   (KV + q + out)
 //   flops = 2 * h_q * sum(n_r * s_k_r) * (576 + 512), or with visible_key_flops
 //   flops = 2 * h_q * sum over query tokens of the keys it sees * (576 + 512)
+// Sparse (topk > 0), over the b * s_q query tokens, each reading its topk selected tokens and their indices:
+//   bytes = b * s_q * (topk * (bytes_per_token(format) + 4) + h_q * (576 + 512) * 2)
+//   flops = 2 * h_q * b * s_q * topk * (576 + 512)
 struct WorkCount {
   int64_t total_seqlen = 0;
   double bytes = 0.0;

@@ -56,7 +56,25 @@ void launch(void* dst, int64_t count, uint64_t seed, cudaStream_t stream) {
   OPENMLA_CUDA_CHECK(cudaGetLastError());
 }
 
+__global__ void gather_rows_kernel(uint8_t* dst, const uint8_t* src, int64_t row_bytes, const int32_t* rows,
+                                   int64_t count) {
+  for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const uint8_t* from = src + static_cast<int64_t>(rows[i]) * row_bytes;
+    for (int64_t k = threadIdx.x; k < row_bytes; k += blockDim.x) dst[i * row_bytes + k] = from[k];
+  }
+}
+
 }  // namespace
+
+void gather_rows(void* dst, const void* src, int64_t row_bytes, const int32_t* rows, int64_t count,
+                 cudaStream_t stream) {
+  if (count <= 0) return;
+  constexpr int kThreads = 128;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(count, 65535));
+  gather_rows_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                                      row_bytes, rows, count);
+  OPENMLA_CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_normal(void* dst, DType dtype, int64_t count, uint64_t seed, cudaStream_t stream) {
   if (count <= 0) return;

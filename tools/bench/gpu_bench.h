@@ -21,7 +21,7 @@ namespace openmla::bench {
 // interleaved with OpenMLA's, its output checked against the same reference sample.
 enum class Peer : uint8_t {
   kNone = 0,
-  kFlashMLA = 1,  // FlashMLA's dense decode (bf16 / fp16 caches, sm90; peers/flashmla.h)
+  kFlashMLA = 1,  // FlashMLA's dense decode (bf16 / fp16 caches) or sparse decode (fp8_ds_mla), sm90; peers/flashmla.h
 };
 const char* peer_name(Peer p) noexcept;  // "none", "flashmla"
 
@@ -75,7 +75,8 @@ class GpuBench {
   void describe_device(RunInfo& info) const;
   // Device-to-device copy bandwidth (read + write counted), median of several copies.
   Ceilings measure_ceilings();
-  // Times one config; failures (unsupported format/backend, memory) come back in result.status.
+  // Times one config (dense decode, or sparse top-k decode when config.sparse()); failures (unsupported
+  // format/backend, memory) come back in result.status.
   TimedConfig run(const BenchConfig& config, KVFormat format);
   // A CUDA error that poisons the context (e.g. an illegal address) makes later configs
   // meaningless; the caller stops when this returns non-empty.
@@ -83,6 +84,12 @@ class GpuBench {
 
  private:
   struct Scratch;
+  TimedConfig run_sparse(const BenchConfig& config, KVFormat format);
+  // num_pages pages of 64 tokens from N(0, 1) written into `kv` by write_kv in `format` (every format the same
+  // distribution); fill_seed advances once per chunk.
+  void fill_cache(uint8_t* kv, int64_t num_pages, KVFormat format, uint64_t& fill_seed);
+  // Replays R-call graphs as time_replays / time_sustained choose (the method's step 5), after the warm-up replays.
+  std::vector<std::vector<double>> time_graphs(const std::vector<cudaGraphExec_t>& graphs, int sets);
   // Per-call µs of `count` rounds, per graph (R = sets calls each): a round replays every graph once, each replay
   // between its own two events, in reverse order every other round (with a peer: OpenMLA first, then the peer
   // first, so neither gains from its place); the host waits after each replay, or only after the last (back to

@@ -36,19 +36,24 @@ constexpr int kMinReplays = 5;
 
 const char* kUsage =
     "usage: openmla-bench [options]\n"
-    "  --grid quick|deepseek|varlen|fp8|spec|all   configurations to time (default quick); spec: speculative\n"
-    "                      decoding (tree verify vs chain, mixed 1/8-token batches vs halves and padding,\n"
-    "                      64-token verify vs the compute-bound shapes), reported with its ratios; all: every\n"
-    "                      grid but spec\n"
-    "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16)\n"
+    "  --grid quick|deepseek|varlen|fp8|spec|sparse|all   configurations to time (default quick); spec:\n"
+    "                      speculative decoding (tree verify vs chain, mixed 1/8-token batches vs halves and\n"
+    "                      padding, 64-token verify vs the compute-bound shapes), reported with its ratios;\n"
+    "                      sparse: top-k decode (SparseDecodePlan), topk 2048 of s_k 32K and 128K, b 1..128,\n"
+    "                      h_q/s_q 64/1, 128/1, 64/2 and 16/1, fp8_ds_mla unless --format says otherwise, with\n"
+    "                      its ratios (vs FlashMLA's sparse decode, bandwidth vs the device copy); all: every\n"
+    "                      grid but spec and sparse\n"
+    "  --format LIST       bf16, fp16, fp8_e4m3, fp8_ds_mla or all, comma-separated (default bf16; fp8_ds_mla\n"
+    "                      for --grid sparse)\n"
     "  --backend B         auto|portable|sm90 (default auto: the kernel the plan resolves to, per config)\n"
     "  --filter SPEC       keep matching configs: b=64/128,s_q=1,h_q=16,s_k=4096,varlen=0\n"
     "  --shape B,SQ,HQ,SK[,varlen]  time this shape instead of a grid (repeatable; --grid is then ignored)\n"
     "  --json FILE         results file (default bench-results.json)\n"
     "  --anchors FILE      FlashMLA times measured elsewhere, CSV (kernel,b,s_q,h_q,s_k,varlen,time_us,...): the\n"
     "                      anchor_us and speedup columns (default: none)\n"
-    "  --peer P            none|flashmla: also time FlashMLA's dense decode on the same inputs, its replays\n"
-    "                      interleaved with OpenMLA's (bf16/fp16 formats, sm_90 GPU; a build with\n"
+    "  --peer P            none|flashmla: also time FlashMLA's decode on the same inputs, its replays\n"
+    "                      interleaved with OpenMLA's (dense: bf16/fp16 formats; sparse: fp8_ds_mla, h_q 64\n"
+    "                      or 128, fewer heads padded to 64; sm_90 GPU; a build with\n"
     "                      -DOPENMLA_BENCH_FLASHMLA_DIR). Default none\n"
     "  --check-samples N   requests of the first input set checked against the CPU reference (default 2, 0 = off)\n"
     "  --check-heads N     heads of each sampled request checked: 8|16|32|64|128 (default 16)\n"
@@ -76,6 +81,7 @@ struct Options {
   std::vector<BenchConfig> shapes;  // --shape: replaces the grid
   std::vector<KVFormat> formats = {KVFormat::kBF16};
   std::string formats_text = "bf16";
+  bool formats_given = false;  // --format: else the grid's default (fp8_ds_mla for sparse, bf16 otherwise)
   Backend backend = Backend::kAuto;
   std::string backend_text = "auto";
   ConfigFilter filter;
@@ -176,6 +182,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--format") {
       o.formats_text = next();
       o.formats = parse_formats(o.formats_text);
+      o.formats_given = true;
     } else if (arg == "--backend") {
       o.backend_text = next();
       o.backend = parse_choice<Backend>(
@@ -242,11 +249,16 @@ Options parse_options(int argc, char** argv) {
       detail::fail_arg("argument", "an option listed by --help", "'" + arg + "'");
     }
   }
+  // The sparse grid is stated on DeepSeek-V3.2's cache, the layout FlashMLA's sparse decode reads.
+  if (!o.formats_given && o.shapes.empty() && o.grid == "sparse") {
+    o.formats = {KVFormat::kFP8DsMla};
+    o.formats_text = "fp8_ds_mla";
+  }
   return o;
 }
 
 // --peer flashmla: refused, naming the option, when this binary lacks FlashMLA or a selected configuration is not
-// one its dense decode runs (the device is checked when the GPU is opened).
+// one its dense or sparse decode runs (the device is checked when the GPU is opened).
 void check_peer(const Options& o, const std::vector<BenchConfig>& configs) {
   if (o.peer != Peer::kFlashMLA) return;
   if (!flashmla::built()) {
@@ -257,7 +269,14 @@ void check_peer(const Options& o, const std::vector<BenchConfig>& configs) {
   for (KVFormat f : o.formats) {
     for (const BenchConfig& c : configs) {
       if (c.speculative_form()) continue;  // timed without the peer (its row says so)
-      const std::string why = flashmla::shape_unsupported({c.batch_size, c.q_len, c.num_heads, f, c.causal()});
+      std::string why;
+      if (c.sparse()) {
+        why = flashmla::sparse_shape_unsupported(
+            {c.batch_size, c.q_len, flashmla::sparse_heads_for(c.num_heads), c.topk, f});
+        if (why.empty() && o.fp8_query != DType::kBFloat16) why = "FlashMLA's sparse decode takes a bf16 query";
+      } else {
+        why = flashmla::shape_unsupported({c.batch_size, c.q_len, c.num_heads, f, c.causal()});
+      }
       if (!why.empty()) {
         detail::fail(Status::kInvalidArgument, "--peer flashmla: ", why, " (", c.label(), " ", kv_format_name(f),
                      ")");
@@ -433,7 +452,7 @@ int run(int argc, char** argv) {
   if (!pending.empty()) std::fprintf(stderr, "waiting for %zu reference checks...\n", pending.size());
   for (auto& [i, check] : pending) apply_check(results[i], check.get());
 
-  const std::vector<RatioResult> ratios = evaluate_ratios(ratio_defs, results);
+  const std::vector<RatioResult> ratios = evaluate_ratios(ratio_defs, results, info.ceilings.copy_gbps);
   print_table(stdout, info, results, ratios);
   write_json(o.json, info, results, ratios);
   std::printf("results written to %s\n", o.json.c_str());

@@ -61,7 +61,18 @@ const BenchResult* find_row(const std::vector<BenchResult>& results, const Bench
   return nullptr;
 }
 
-const char* ratio_kind_name(RatioKind k) { return k == RatioKind::kTime ? "time" : "tflops_over_best"; }
+const char* ratio_kind_name(RatioKind k) {
+  switch (k) {
+    case RatioKind::kTime: return "time";
+    case RatioKind::kTflopsOverBest: return "tflops_over_best";
+    case RatioKind::kPeerTime: return "peer_time";
+    case RatioKind::kPeerTimeWorst: return "peer_time_worst";
+    case RatioKind::kGbpsOverCopy: return "gbps_over_copy";
+  }
+  return "";
+}
+
+bool reads_peer(RatioKind k) { return k == RatioKind::kPeerTime || k == RatioKind::kPeerTimeWorst; }
 
 std::string target_text(const RatioDef& d) {
   if (d.target_max < 0) return "";
@@ -72,7 +83,8 @@ std::string target_text(const RatioDef& d) {
 
 }  // namespace
 
-std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results) {
+std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results,
+                                         double copy_gbps) {
   std::vector<KVFormat> formats;
   for (const BenchResult& r : results)
     if (std::find(formats.begin(), formats.end(), r.format) == formats.end()) formats.push_back(r.format);
@@ -90,6 +102,11 @@ std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, cons
             rr.status = "missing: " + c.label() + " (" + (r == nullptr ? std::string("not run") : r->status) + ")";
             return false;
           }
+          if (reads_peer(d.kind) && (r->peer_status != "ok" || !(r->peer_time_us > 0))) {
+            rr.status = "missing: " + c.label() + " (peer: " +
+                        (r->peer.empty() ? std::string("none, --peer flashmla") : r->peer_status) + ")";
+            return false;
+          }
           rows.push_back(r);
         }
         return true;
@@ -101,6 +118,24 @@ std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, cons
           for (const BenchResult* r : num) t_num += r->time_us;
           for (const BenchResult* r : den) t_den += r->time_us;
           rr.value = t_num / t_den;
+        } else if (d.kind == RatioKind::kPeerTime) {
+          double t_peer = 0.0, t_ours = 0.0;
+          for (const BenchResult* r : num) {
+            t_peer += r->peer_time_us;
+            t_ours += r->time_us;
+          }
+          rr.value = t_peer / t_ours;
+        } else if (d.kind == RatioKind::kPeerTimeWorst) {
+          for (const BenchResult* r : num) {
+            const double v = r->peer_time_us / r->time_us;
+            rr.value = rr.value < 0 ? v : std::min(rr.value, v);
+          }
+        } else if (d.kind == RatioKind::kGbpsOverCopy) {
+          if (copy_gbps > 0) {
+            rr.value = num.front()->gbps / copy_gbps;
+          } else {
+            rr.status = "missing: the device copy bandwidth (not measured: memory budget below 2 GiB)";
+          }
         } else {
           double best = 0.0;
           for (const BenchResult* r : den) best = std::max(best, r->tflops);
@@ -150,10 +185,15 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   std::fprintf(out, "\n");
 
   // The queries column when a row has a speculative form or counts FLOPs over the visible keys (the spec grid).
-  bool spec = false;
-  for (const BenchResult& r : results) spec = spec || r.config.speculative_form() || r.config.visible_key_flops;
+  bool spec = false, sparse = false, padded_peer = false;
+  for (const BenchResult& r : results) {
+    spec = spec || r.config.speculative_form() || r.config.visible_key_flops;
+    sparse = sparse || r.config.sparse();
+    padded_peer = padded_peer || r.peer_heads > r.config.num_heads;
+  }
   std::fprintf(out, "%-10s %4s %4s %4s %14s ", "format", "b", "s_q", "h_q", "s_k");
   if (spec) std::fprintf(out, "%-12s ", "queries");
+  if (sparse) std::fprintf(out, "%5s ", "topk");
   std::fprintf(out, "%9s %4s %10s %8s %8s %9s %10s %8s", "backend", "R", "us", "GB/s", "TFLOP/s", "rel_err",
                "anchor_us", "speedup");
   if (peer) {
@@ -165,6 +205,7 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
     std::fprintf(out, "%-10s %4d %4d %4d %14s ", kv_format_name(r.format), r.config.batch_size, r.config.q_len,
                  r.config.num_heads, seqlen_cell(r).c_str());
     if (spec) std::fprintf(out, "%-12s ", r.config.query_form().c_str());
+    if (sparse) std::fprintf(out, "%5s ", r.config.sparse() ? std::to_string(r.config.topk).c_str() : "-");
     if (r.status != "ok") {
       std::fprintf(out, "%9s  %s\n", r.backend.c_str(), r.status.c_str());
       continue;
@@ -177,6 +218,8 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
       std::fprintf(out, " %12s %7s %12s", cell(r.peer_time_us, "%.1f").c_str(), cell(r.peer_ratio, "%.3f").c_str(),
                    cell(r.peer_max_rel_err, "%.2e").c_str());
       if (r.peer_status != "ok") std::fprintf(out, "  %s: %s", r.peer.c_str(), r.peer_status.c_str());
+      if (r.peer_status == "ok" && r.peer_heads > r.config.num_heads)
+        std::fprintf(out, "  (%s: h_q %d padded)", r.peer.c_str(), r.peer_heads);
     }
     std::fprintf(out, "%s\n", r.device_errors != 0 ? "  DEVICE ERRORS" : "");
   }
@@ -187,6 +230,19 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   if (peer) {
     std::fprintf(out, "%s_err: the same measure of the peer's output over the same sample.\n", info.peer.c_str());
   }
+  if (sparse) {
+    std::fprintf(out,
+                 "topk rows (sparse decode): every query token attends to topk distinct random slots of its request's "
+                 "s_k cached tokens;\nGB/s = b*s_q*(topk*(bytes/token + 4) + h_q*1088*2) / time (selected KV + "
+                 "indices + q + out), TFLOP/s = 2*b*s_q*h_q*topk*1088 / time.\n");
+  }
+  if (padded_peer) {
+    std::fprintf(out,
+                 "(%s: h_q N padded): the peer ran the same requests with q padded to N heads, as engines run it "
+                 "today (its sparse kernels\ntake 64 or 128); its time is the decode alone, the padding copy not "
+                 "counted; its output is checked on the real heads.\n",
+                 info.peer.c_str());
+  }
   if (spec) {
     std::fprintf(out,
                  "queries: 1 = one token; chain = s_q tokens, causal; tree/shared = s_q tokens under one tree mask; "
@@ -196,14 +252,15 @@ void print_table(std::FILE* out, const RunInfo& info, const std::vector<BenchRes
   }
   if (!ratios.empty()) {
     std::fprintf(out, "\nratios (time: sum of the numerator rows' us / the denominator rows'; TFLOP/s: the row's / the "
-                      "best of the reference rows):\n");
+                      "best of the reference rows;\nflashmla/openmla: the peer's us / OpenMLA's, summed over the rows "
+                      "or the worst row; GB/s / copy: the row's GB/s / the copy ceiling):\n");
     for (const RatioResult& rr : ratios) {
       const int meets = rr.meets_target();
       const char* verdict = rr.status != "ok" ? rr.status.c_str()
                             : meets == 1      ? "meets target"
                             : meets == 0      ? "ABOVE TARGET"
                                               : "";
-      std::fprintf(out, "  %-40s %-10s %8s  %-9s %s\n", rr.def.name.c_str(), kv_format_name(rr.format),
+      std::fprintf(out, "  %-50s %-10s %8s  %-9s %s\n", rr.def.name.c_str(), kv_format_name(rr.format),
                    cell(rr.value, "%.3f").c_str(), target_text(rr.def).c_str(), verdict);
     }
   }
@@ -245,9 +302,11 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
        << ", \"layout\": " << json_string(query_layout_name(r.config.layout))
        << ", \"tree_mask\": " << json_string(tree_mask_name(r.config.tree_mask))
        << ", \"q_counts\": " << json_string(r.config.q_counts_description())
-       << ", \"total_q\": " << query_inputs(r.config).total_q << ", \"tree_parents\": [";
+       << ", \"total_q\": " << query_inputs(r.config).total_q << ", \"topk\": " << r.config.topk
+       << ", \"tree_parents\": [";
     for (size_t k = 0; k < r.config.tree_parents.size(); ++k) js << (k ? ", " : "") << r.config.tree_parents[k];
-    js << "], \"flops_count\": " << json_string(r.config.visible_key_flops ? "visible_keys" : "s_q*s_k")
+    js << "], \"flops_count\": "
+       << json_string(r.config.sparse() ? "s_q*topk" : r.config.visible_key_flops ? "visible_keys" : "s_q*s_k")
        << ", \"format\": "
        << json_string(kv_format_name(r.format)) << ", \"bytes_per_token\": " << kv_bytes_per_token(r.format)
        << ", \"backend\": " << json_string(r.backend) << ", \"status\": " << json_string(r.status)
@@ -268,7 +327,8 @@ void write_json(const std::string& path, const RunInfo& info, const std::vector<
       // "<peer>_us" etc.: the peer's per-call median, spread, replays and check, as OpenMLA's fields above.
       const std::string p = "\"" + r.peer;
       js << ", " << p << "_status\": " << json_string(r.peer_status) << ", " << p
-         << "_num_sm_parts\": " << r.peer_num_sm_parts << ", " << p << "_us\": " << json_number(r.peer_time_us)
+         << "_num_sm_parts\": " << r.peer_num_sm_parts << ", " << p << "_heads\": " << r.peer_heads << ", " << p
+         << "_us\": " << json_number(r.peer_time_us)
          << ", " << p << "_us_min\": " << json_number(r.peer_time_us_min) << ", " << p
          << "_us_max\": " << json_number(r.peer_time_us_max) << ", " << p << "_replay_us\": [";
       for (size_t k = 0; k < r.peer_replay_us.size(); ++k) js << (k ? ", " : "") << json_number(r.peer_replay_us[k]);

@@ -43,6 +43,7 @@ struct BenchResult {
   std::string peer;         // empty without a peer, else its name ("flashmla")
   std::string peer_status;  // "ok", "not run" (OpenMLA's side failed), "error: ..."
   int peer_num_sm_parts = 0;  // FlashMLA's split parts per query tile
+  int peer_heads = 0;         // heads the peer ran: h_q, or more when it took the requests padded (sparse h_q 16)
   double peer_time_us = -1.0, peer_time_us_min = -1.0, peer_time_us_max = -1.0;  // per call, as time_us
   std::vector<double> peer_replay_us;
   double peer_max_rel_err = -1.0, peer_max_lse_err = -1.0;  // as max_rel_err / max_lse_err, same sample
@@ -86,8 +87,10 @@ struct RatioResult {
   // Whether value <= def.target_max: 1 yes, 0 no, -1 no target or no value.
   int meets_target() const { return def.target_max < 0 || value < 0 ? -1 : value <= def.target_max ? 1 : 0; }
 };
-// Every ratio of `defs` for every format present in `results`, in that order (format-major).
-std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results);
+// Every ratio of `defs` for every format present in `results`, in that order (format-major). copy_gbps: the device
+// copy bandwidth of the run (RatioKind::kGbpsOverCopy; negative: not measured).
+std::vector<RatioResult> evaluate_ratios(const std::vector<RatioDef>& defs, const std::vector<BenchResult>& results,
+                                         double copy_gbps = -1.0);
 
 // The progress line's config part: "b=64 s_q=2 h_q=64 s_k=4096 bf16".
 std::string describe(const BenchResult& r);

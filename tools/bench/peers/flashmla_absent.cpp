@@ -16,4 +16,12 @@ void Decode::run(const Args&, void*, cudaStream_t) const {
   detail::fail(Status::kUnsupported, "openmla-bench was built without FlashMLA (OPENMLA_BENCH_FLASHMLA_DIR)");
 }
 
+void SparseDecode::plan(void*, cudaStream_t) const {
+  detail::fail(Status::kUnsupported, "openmla-bench was built without FlashMLA (OPENMLA_BENCH_FLASHMLA_DIR)");
+}
+
+void SparseDecode::run(const SparseArgs&, void*, cudaStream_t) const {
+  detail::fail(Status::kUnsupported, "openmla-bench was built without FlashMLA (OPENMLA_BENCH_FLASHMLA_DIR)");
+}
+
 }  // namespace openmla::bench::flashmla

@@ -27,7 +27,7 @@ std::string shape_unsupported(const Shape& shape) {
 
 std::string device_unsupported(int major, int minor, int num_sms) {
   if (major != 9 || minor != 0)
-    return detail::concat("FlashMLA's dense decode is sm_90a code: it needs a compute capability 9.0 GPU, not ",
+    return detail::concat("FlashMLA's decode kernels are sm_90a code: they need a compute capability 9.0 GPU, not ",
                           major, ".", minor);
   if (num_sms > kMaxSplits)
     return detail::concat("FlashMLA's combine takes at most ", kMaxSplits, " splits per request; the GPU has ",
@@ -42,6 +42,36 @@ Decode::Decode(const Shape& shape, int num_sms) : shape_(shape) {
   num_sm_parts_ = std::max(num_sms / ((rows + kRowsPerTile - 1) / kRowsPerTile), 1);
   // FlashMLA's split buffers: b + num_sm_parts splits at most (each part splits at most one request it shares).
   const size_t splits = static_cast<size_t>(shape.batch_size) + num_sm_parts_;
+  meta_offset_ = 0;
+  splits_offset_ = meta_offset_ + align_up(num_sm_parts_ * kSchedMetaBytes);
+  lse_accum_offset_ = splits_offset_ + align_up((shape.batch_size + 1) * sizeof(int32_t));
+  out_accum_offset_ = lse_accum_offset_ + align_up(splits * rows * sizeof(float));
+  workspace_bytes_ = out_accum_offset_ + align_up(splits * rows * kHeadDimV * sizeof(float));
+}
+
+int sparse_heads_for(int h_q) noexcept { return h_q <= 64 ? 64 : 128; }
+
+std::string sparse_shape_unsupported(const SparseShape& shape) {
+  if (shape.kv_format != KVFormat::kFP8DsMla)
+    return detail::concat("FlashMLA's sparse decode takes fp8_ds_mla caches, not ", kv_format_name(shape.kv_format));
+  if (shape.num_heads != 64 && shape.num_heads != 128)
+    return detail::concat("FlashMLA's sm90 sparse decode takes h_q 64 or 128, not ", shape.num_heads);
+  if (shape.batch_size < 1 || shape.q_len < 1)
+    return detail::concat("FlashMLA's sparse decode takes b >= 1 and s_q >= 1, not b=", shape.batch_size,
+                          " s_q=", shape.q_len);
+  if (shape.topk < kSparseTopkBlock || shape.topk % kSparseTopkBlock != 0)
+    return detail::concat("FlashMLA's sm90 sparse decode takes topk a multiple of ", kSparseTopkBlock, ", not ",
+                          shape.topk);
+  return "";
+}
+
+SparseDecode::SparseDecode(const SparseShape& shape, int num_sms) : shape_(shape) {
+  if (!built()) detail::fail(Status::kUnsupported, "openmla-bench was built without FlashMLA (OPENMLA_BENCH_FLASHMLA_DIR)");
+  if (const std::string why = sparse_shape_unsupported(shape); !why.empty()) detail::fail(Status::kUnsupported, why);
+  num_sm_parts_ = std::max(num_sms / shape.q_len / (shape.num_heads / 64), 1);
+  // As FlashMLA's entry allocates them: [b + num_sm_parts] splits of [s_q, h_q] rows.
+  const size_t splits = static_cast<size_t>(shape.batch_size) + num_sm_parts_;
+  const size_t rows = static_cast<size_t>(shape.q_len) * shape.num_heads;
   meta_offset_ = 0;
   splits_offset_ = meta_offset_ + align_up(num_sm_parts_ * kSchedMetaBytes);
   lse_accum_offset_ = splits_offset_ + align_up((shape.batch_size + 1) * sizeof(int32_t));
