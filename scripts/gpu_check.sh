@@ -76,7 +76,7 @@ for backend in ${BACKENDS:-sm90 portable}; do
   filter="${TEST_FILTER:-*}"
   # The portable-tile tests force the portable kernel: they run under the portable backend.
   # The speculative shapes and move_kv do not depend on the backend override: they run once, under portable.
-  [ "$backend" = sm90 ] && filter="$filter-*Portable*:SpecDecode.*:MoveKV.*"
+  [ "$backend" = sm90 ] && filter="$filter-*Portable*:SpecDecode.*:MoveKV.*:SparseDecode.*"
   log="$out/gpu_tests_$backend.log"
   OPENMLA_BACKEND=$backend timeout "${TEST_TIMEOUT:-300}" "$tests" --gtest_filter="$filter" >"$log" 2>&1
   rc=$?
@@ -129,7 +129,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   edge=AllSupported/DecodeShapes.EdgeLengthsMatchReference
   fp8=Fp8Formats/DecodeFp8.EdgeLengthsMatchReference
   sm90_subset="Decode.Sm90SchedulesWithoutCausalMask:Decode.DsMla16RowsLargeBatchEdgeLengths:Decode.Fp8MathOnPaddedPages:$edge/sq4_hq16_causal_bf16:$edge/sq2_hq128_causal_fp16:$fp8/e4m3_sq1_hq16_fp16:WriteKV.PaddedPagesAlignedRows:WriteKV.Fp8PerTensorScales:Plan.SmallBatchesAndMinimumPartSize"
-  portable_subset="Decode.EveryPortableTileMatchesReference:$fp8/dsmla_sq4_hq16_bf16:WriteKV.PaddedPagesAlignedRows:SpecDecode.EagleTreeTopk4Depth4:SpecDecode.GuardsFlagBadOffsetsAndShortRequests:SpecDecode.RaggedNonCausal:MoveKV.ChainsSwapsAndNoOpsInsideAGroup:MoveKV.BadSlotsAreFlaggedAndNeverDereferenced:MoveKV.BadRowRangesMoveNothingForThatGroup"
+  portable_subset="Decode.EveryPortableTileMatchesReference:$fp8/dsmla_sq4_hq16_bf16:WriteKV.PaddedPagesAlignedRows:SpecDecode.EagleTreeTopk4Depth4:SpecDecode.GuardsFlagBadOffsetsAndShortRequests:SpecDecode.RaggedNonCausal:MoveKV.ChainsSwapsAndNoOpsInsideAGroup:MoveKV.BadSlotsAreFlaggedAndNeverDereferenced:MoveKV.BadRowRangesMoveNothingForThatGroup:SpecDecode.AnyHeadCountMatchesReference:SparseDecode.BadIndicesAndLengthsAreFlaggedAndPoisonOnlyTheirTokens:SparseDecode.AttentionSink:SparseDecode.ExtraCacheWithItsOwnPageBlockAndLengths:Decode.BadDeviceHeldScalesPoisonRowsAndSetTheScaleBit:WriteKV.BadDeviceScaleWritesNothingAndIsFlagged"
   for backend in ${SANITIZE_BACKENDS:-sm90 portable}; do
     subset="$sm90_subset"; [ "$backend" = portable ] && subset="$portable_subset"
     for tool in memcheck racecheck synccheck; do
