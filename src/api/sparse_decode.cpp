@@ -16,6 +16,7 @@
 #include "kernels/common/plan_kernel.h"
 #include "kernels/common/sparse_lengths.h"
 #include "kernels/common/workspace.h"
+#include "kernels/portable/decode/config.h"
 #include "kernels/portable/decode/launch.h"
 
 namespace openmla {
@@ -71,7 +72,9 @@ SparseDecodePlan::SparseDecodePlan(const SparseDecodeShape& shape, const DecodeO
                  " (", prop.name, ")");
   kernels::DeviceFacts facts;
   facts.sm_count = prop.multiProcessorCount;
-  facts.max_smem_per_block = prop.sharedMemPerBlockOptin;
+  // The sparse variant adds its row table (static shared memory) to the tile's dynamic share: choose among tiles
+  // that leave room for it (on Hopper the bf16 64x64 tile does not).
+  facts.max_smem_per_block = prop.sharedMemPerBlockOptin - kernels::portable::kSparseRowsMaxBytes;
   facts.cc_major = prop.major;
   facts.cc_minor = prop.minor;
   facts.name = prop.name;

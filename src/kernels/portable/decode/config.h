@@ -28,6 +28,10 @@ enum PortableQueries : int {
   kSparseKeys = 2,      // sparse top-k decode: one query token per request, its keys gathered from index lists
 };
 
+// The sparse-key variant's static shared memory (kernel.cuh, SparseRows: three slots of N row addresses), at most
+// this many bytes: its plan chooses the tile with that much less than the device's per-block limit.
+inline constexpr int kSparseRowsMaxBytes = 3 * 64 * 8;
+
 template <int kRows, int kTokens, int kWarps>
 struct TileConfig {
   static constexpr int M = kRows;     // query rows per CTA

@@ -115,6 +115,7 @@ template <class Cfg>
 struct SparseRows {
   const char* src[3][Cfg::N];
 };
+static_assert(sizeof(SparseRows<TileConfig<64, 64, 8>>) <= kSparseRowsMaxBytes, "the sparse plan's smem allowance");
 
 template <class Cfg, bool kSparse>
 __device__ __forceinline__ SparseRows<Cfg>* sparse_rows_storage() {
