@@ -643,6 +643,48 @@ def flash_mla_with_kvcache(
                    causal, is_fp8_kvcache, descale_q, descale_k)
 
 
+def _step_marker(torch: Any, meta: Any, sig: Any) -> Tuple[Any, ...]:
+    """The step a call belongs to, from what get_mla_metadata returned: the FlashMLASchedMeta object (its config
+    checked against the call's, once per signature) or the older style's tensor with the count of such calls."""
+    if isinstance(meta, FlashMLASchedMeta):
+        if meta._signature is not sig:
+            _check_config(meta, sig.config)
+            meta._signature = sig
+        # The object itself marks the step: planned_for keeps it alive, so no other object takes its id.
+        return ("meta", id(meta), meta)
+    if isinstance(meta, torch.Tensor):
+        return ("tensor", meta.data_ptr(), _generation)
+    raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
+                    f"or a tensor), got {type(meta).__name__}")
+
+
+def _planned_workspace(torch: Any, q: Any, sig: Any, step: Tuple[Any, ...],
+                       plan: Any) -> Tuple[Any, Any, int, int]:
+    """(state, workspace tensor, stream, capture id) of a call: the (device, stream) workspace, grown for the
+    signature's plan, with the step's schedule in it. plan(plan, workspace, stream) writes the schedule, when
+    the workspace holds another plan's or another step's (the step: the marker and the lengths' tensors)."""
+    stream = _C.current_stream(q)
+    if stream is None:  # a torch without DLPack's C exchange API
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+    state = sig.state(torch, stream)
+    shared = state.workspace
+    workspace = shared.fit(torch, state.plan, state.device_index, stream)
+    capture = _C.stream_capture_id(stream)
+    planned_for = (state, step, capture)
+    if shared.planned_for != planned_for:
+        plan(state.plan, workspace, stream)
+        shared.planned_for = planned_for
+    return state, workspace, stream, capture
+
+
+def _finish_call(softmax_lse: Any, workspace: Any, stream: int, capture: int) -> None:
+    """FlashMLA's +inf lse for rows that see no key (unless set_empty_lse("-inf")), and check mode's read."""
+    if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
+        softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
+    if _check_calls and not capture:
+        _check_call(workspace, stream)
+
+
 def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: Any, head_dim_v: Any,
             tile_scheduler_metadata: Any, softmax_scale: Optional[float], causal: bool, is_fp8_kvcache: bool,
             descale_q: Any, descale_k: Any) -> Tuple[Any, Any]:
@@ -659,30 +701,9 @@ def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: A
     kv_scale = descale_k if sig.kv_format == KVFormat.fp8_e4m3 else None
     q_scale = descale_q if sig.q_dtype == DType.float8_e4m3fn else None
 
-    meta = tile_scheduler_metadata
-    if isinstance(meta, FlashMLASchedMeta):
-        if meta._signature is not sig:
-            _check_config(meta, sig.config)
-            meta._signature = sig
-        # The object itself marks the step: planned_for keeps it alive, so no other object takes its id.
-        step: Tuple[Any, ...] = ("meta", id(meta), meta)
-    elif isinstance(meta, torch.Tensor):
-        step = ("tensor", meta.data_ptr(), _generation)
-    else:
-        raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
-                        f"or a tensor), got {type(meta).__name__}")
-
-    stream = _C.current_stream(q)
-    if stream is None:  # a torch without DLPack's C exchange API
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-    state = sig.state(torch, stream)
-    shared = state.workspace
-    workspace = shared.fit(torch, state.plan, state.device_index, stream)
-    capture = _C.stream_capture_id(stream)
-    planned_for = (state, step, cache_seqlens.data_ptr(), capture)
-    if shared.planned_for != planned_for:
-        state.plan.plan(cache_seqlens, workspace, stream)
-        shared.planned_for = planned_for
+    step = _step_marker(torch, tile_scheduler_metadata, sig)
+    state, workspace, stream, capture = _planned_workspace(
+        torch, q, sig, (step, cache_seqlens.data_ptr()), lambda plan, ws, st: plan.plan(cache_seqlens, ws, st))
 
     device = q.device
     out = torch.empty(sig.b, sig.s_q, sig.h_q, _HEAD_DIM_V, dtype=sig.out_dtype, device=device)
@@ -690,10 +711,7 @@ def _decode(torch: Any, q: Any, k_cache: Any, block_table: Any, cache_seqlens: A
     # FlashMLA's lse layout [b, h_q, s_q] is OpenMLA's [b, s_q, h_q] seen through strides.
     state.plan.run(q, k_cache, _widened_block_table_cached(block_table), cache_seqlens, float(softmax_scale), out,
                    softmax_lse.transpose(1, 2), workspace, stream, 1.0, None, None, q_scale, kv_scale)
-    if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
-        softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
-    if _check_calls and not capture:
-        _check_call(workspace, stream)
+    _finish_call(softmax_lse, workspace, stream, capture)
     return out, softmax_lse
 
 
@@ -864,38 +882,18 @@ def _sparse(torch: Any, q: Any, k_cache: Any, head_dim_v: Any, tile_scheduler_me
     # Per-tensor e4m3 only: the kernels read descale_k on the device (present: the signature checked it).
     kv_scale = descale_k if sig.shape.kv_format == KVFormat.fp8_e4m3 else None
 
-    meta = tile_scheduler_metadata
-    if isinstance(meta, FlashMLASchedMeta):
-        _check_config(meta, sig.config)
-        step: Tuple[Any, ...] = ("meta", id(meta), meta)
-    elif isinstance(meta, torch.Tensor):
-        step = ("tensor", meta.data_ptr(), _generation)
-    else:
-        raise TypeError(f"tile_scheduler_metadata: expected what get_mla_metadata returned (a FlashMLASchedMeta "
-                        f"or a tensor), got {type(meta).__name__}")
-
-    stream = _C.current_stream(q)
-    if stream is None:  # a torch without DLPack's C exchange API
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-    state = sig.state(torch, stream)
-    shared = state.workspace
-    workspace = shared.fit(torch, state.plan, state.device_index, stream)
-    capture = _C.stream_capture_id(stream)
-    planned_for = (state, step, None if topk_length is None else topk_length.data_ptr(),
-                   None if extra_topk_length is None else extra_topk_length.data_ptr(), capture)
-    if shared.planned_for != planned_for:
-        state.plan.plan(topk_length, extra_topk_length, workspace, stream)
-        shared.planned_for = planned_for
+    step = _step_marker(torch, tile_scheduler_metadata, sig)
+    lengths = (None if topk_length is None else topk_length.data_ptr(),
+               None if extra_topk_length is None else extra_topk_length.data_ptr())
+    state, workspace, stream, capture = _planned_workspace(
+        torch, q, sig, (step, lengths), lambda plan, ws, st: plan.plan(topk_length, extra_topk_length, ws, st))
 
     b, s_q, h_q = sig.shape.batch_size, sig.shape.q_len, sig.shape.num_heads
     out = torch.empty(b, s_q, h_q, _HEAD_DIM_V, dtype=sig.out_dtype, device=q.device)
     softmax_lse = torch.empty(b, h_q, s_q, dtype=torch.float32, device=q.device)
     state.plan.run(q, k_cache, indices, float(softmax_scale), out, softmax_lse.transpose(1, 2), workspace, stream,
                    1.0, kv_scale, extra_k_cache, extra_indices, attn_sink)
-    if _empty_lse_flashmla:  # -inf -> +inf in one kernel; NaN (a guarded row) and finite values unchanged
-        softmax_lse.nan_to_num_(nan=_NAN, posinf=_INF, neginf=_INF)
-    if _check_calls and not capture:
-        _check_call(workspace, stream)
+    _finish_call(softmax_lse, workspace, stream, capture)
     return out, softmax_lse
 
 
