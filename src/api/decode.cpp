@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/decode_launch.h"
+#include "api/plan_device.h"
 #include "core/check.h"
 #include "core/device_scope.h"
 #include "core/validate.h"
@@ -118,27 +119,11 @@ DecodePlan::DecodePlan(const DecodeShape& shape, const DecodeOptions& options,
   validate_overrides(overrides);
   fp8_math_ = options.fp8_math;
 
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    detail::fail(Status::kUnsupported, "device: expected a CUDA device, got none");
-  }
-  if (device < 0) OPENMLA_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= count) detail::fail_arg("device", std::string("a CUDA device index < ") + std::to_string(count), device);
+  const detail::PlanDevice dev = detail::plan_device(device);
+  device = dev.index;
   device_ = device;
-
-  cudaDeviceProp prop{};
-  OPENMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  if (prop.major < 8) {
-    detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".",
-                 prop.minor, " (", prop.name, ")");
-  }
-  kernels::DeviceFacts facts;
-  facts.sm_count = prop.multiProcessorCount;
-  facts.max_smem_per_block = prop.sharedMemPerBlockOptin;
-  facts.cc_major = prop.major;
-  facts.cc_minor = prop.minor;
-  facts.name = prop.name;
+  const cudaDeviceProp& prop = dev.prop;
+  const kernels::DeviceFacts facts = dev.facts();
 
   backend_ = resolve_backend(options.backend != Backend::kAuto ? options.backend : overrides.backend, kshape, facts);
   if (fp8_math_ != Fp8Math::kOff && backend_ != Backend::kSm90)

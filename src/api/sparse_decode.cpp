@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "api/plan_device.h"
 #include "core/check.h"
 #include "core/device_scope.h"
 #include "core/validate.h"
@@ -57,33 +58,19 @@ SparseDecodePlan::SparseDecodePlan(const SparseDecodeShape& shape, const DecodeO
   if (options.backend != Backend::kAuto && options.backend != Backend::kPortable)
     detail::fail_arg("options.backend", "kAuto, kPortable or kSm90", static_cast<int>(options.backend));
 
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    detail::fail(Status::kUnsupported, "device: expected a CUDA device, got none");
-  }
-  if (device < 0) OPENMLA_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= count) detail::fail_arg("device", std::string("a CUDA device index < ") + std::to_string(count), device);
-  device_ = device;
-  cudaDeviceProp prop{};
-  OPENMLA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  if (prop.major < 8)
-    detail::fail(Status::kUnsupported, "device: expected compute capability >= 8.0, got ", prop.major, ".", prop.minor,
-                 " (", prop.name, ")");
-  kernels::DeviceFacts facts;
-  facts.sm_count = prop.multiProcessorCount;
+  const detail::PlanDevice dev = detail::plan_device(device);
+  device_ = dev.index;
+  const cudaDeviceProp& prop = dev.prop;
+  kernels::DeviceFacts facts = dev.facts();
   // The sparse variant adds its row table (static shared memory) to the tile's dynamic share: choose among tiles
   // that leave room for it (on Hopper the bf16 64x64 tile does not).
-  facts.max_smem_per_block = prop.sharedMemPerBlockOptin - kernels::portable::kSparseRowsMaxBytes;
-  facts.cc_major = prop.major;
-  facts.cc_minor = prop.minor;
-  facts.name = prop.name;
+  facts.max_smem_per_block -= kernels::portable::kSparseRowsMaxBytes;
   backend_ = Backend::kPortable;
   programmatic_launch_ = prop.major >= 9;
 
   auto launch = std::make_shared<detail::SparseDecodeLaunch>();
   const DecodeShape kshape = kernel_shape(shape);
-  detail::DeviceScope scope(device);
+  detail::DeviceScope scope(device_);
   launch->portable = kernels::portable::choose_launch(kshape, facts, testing::environment_overrides());
   launch->portable.general_queries = true;
   launch->portable.sparse_keys = true;
